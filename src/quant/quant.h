@@ -1,0 +1,38 @@
+// Kernels per element type: one table, like ggml's type traits. Every type has a scalar reference (the oracle in
+// tests) and may have a fast path chosen at run time for the CPU (AVX2, AVX-512, AVX-512 VNNI).
+//
+// Matrix products follow llama.cpp: activations are first converted to the weight type's `vec_dot_type`
+// (Q8_0 / Q8_1 / Q8_K blocks for quantized weights, F16 for F16 weights, F32 for F32 ...), then each output is
+// a dot product of one weight row with one converted activation row. Doing the same as llama.cpp is what makes
+// logits agree within the reference tolerance.
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/ggml_type.h"
+
+namespace tt {
+
+// n: number of elements (a multiple of the type's block size).
+using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
+using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
+// *result = dot(x row of type T, y row of type vec_dot_type(T)), both of n elements.
+using VecDotFn = void (*)(int64_t n, float* result, const void* x, const void* y);
+
+struct QuantKernels {
+  GgmlType type;
+  GgmlType vec_dot_type;          // what activations are converted to before the dot product
+  DequantizeRowFn dequantize_row;  // scalar reference
+  QuantizeRowFn quantize_row;     // scalar reference; null for types we only read
+  VecDotFn vec_dot_ref;           // scalar reference
+  VecDotFn vec_dot;               // fastest path for this CPU (== vec_dot_ref when there is none)
+};
+
+// Kernels of a type the engine computes with, or nullptr when it is not implemented (callers refuse such
+// tensors at load, naming the tensor and type).
+const QuantKernels* find_kernels(GgmlType type);
+
+// Which instruction-set path vec_dot uses on this CPU: "avx512-vnni", "avx512", "avx2" or "scalar".
+const char* kernel_isa();
+
+}  // namespace tt
