@@ -1,0 +1,94 @@
+// Internal: the kernel functions behind the QuantKernels table, per implementation. Only src/quant and the quant
+// tests/benchmarks include this; the engine goes through quant.h.
+#pragma once
+
+#include <cstdint>
+
+namespace tt {
+
+#define TT_VEC_DOT_DECL(name) void name(int64_t n, float* result, const void* x, const void* y)
+
+// Scalar references (reference.cpp): compute the way ggml's generic C kernels do.
+namespace ref {
+TT_VEC_DOT_DECL(vec_dot_f32);
+TT_VEC_DOT_DECL(vec_dot_f16);
+TT_VEC_DOT_DECL(vec_dot_bf16);
+TT_VEC_DOT_DECL(vec_dot_q4_0);
+TT_VEC_DOT_DECL(vec_dot_q4_1);
+TT_VEC_DOT_DECL(vec_dot_q5_0);
+TT_VEC_DOT_DECL(vec_dot_q5_1);
+TT_VEC_DOT_DECL(vec_dot_q8_0);
+TT_VEC_DOT_DECL(vec_dot_q2_k);
+TT_VEC_DOT_DECL(vec_dot_q3_k);
+TT_VEC_DOT_DECL(vec_dot_q4_k);
+TT_VEC_DOT_DECL(vec_dot_q5_k);
+TT_VEC_DOT_DECL(vec_dot_q6_k);
+TT_VEC_DOT_DECL(vec_dot_iq4_nl);
+TT_VEC_DOT_DECL(vec_dot_iq4_xs);
+
+void dequantize_f32(const void* src, float* dst, int64_t n);
+void dequantize_f16(const void* src, float* dst, int64_t n);
+void dequantize_bf16(const void* src, float* dst, int64_t n);
+void dequantize_q4_0(const void* src, float* dst, int64_t n);
+void dequantize_q4_1(const void* src, float* dst, int64_t n);
+void dequantize_q5_0(const void* src, float* dst, int64_t n);
+void dequantize_q5_1(const void* src, float* dst, int64_t n);
+void dequantize_q8_0(const void* src, float* dst, int64_t n);
+void dequantize_q8_1(const void* src, float* dst, int64_t n);
+void dequantize_q2_k(const void* src, float* dst, int64_t n);
+void dequantize_q3_k(const void* src, float* dst, int64_t n);
+void dequantize_q4_k(const void* src, float* dst, int64_t n);
+void dequantize_q5_k(const void* src, float* dst, int64_t n);
+void dequantize_q6_k(const void* src, float* dst, int64_t n);
+void dequantize_q8_k(const void* src, float* dst, int64_t n);
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n);
+void dequantize_iq4_xs(const void* src, float* dst, int64_t n);
+
+void quantize_f32(const float* src, void* dst, int64_t n);
+void quantize_f16(const float* src, void* dst, int64_t n);
+void quantize_bf16(const float* src, void* dst, int64_t n);
+void quantize_q4_0(const float* src, void* dst, int64_t n);
+void quantize_q4_1(const float* src, void* dst, int64_t n);
+void quantize_q5_0(const float* src, void* dst, int64_t n);
+void quantize_q5_1(const float* src, void* dst, int64_t n);
+void quantize_q8_0(const float* src, void* dst, int64_t n);
+void quantize_q8_1(const float* src, void* dst, int64_t n);
+void quantize_q8_k(const float* src, void* dst, int64_t n);
+void quantize_iq4_nl(const float* src, void* dst, int64_t n);
+
+// As ggml's x86 SIMD quantizers compute (scale 127/amax, round half to even) -- what llama.cpp feeds its dot
+// products on this kind of machine. Scalar code; the SIMD versions below give identical bytes.
+void quantize_q8_0_x86(const float* src, void* dst, int64_t n);
+void quantize_q8_1_x86(const float* src, void* dst, int64_t n);
+}  // namespace ref
+
+// Fast paths, one namespace per instruction set (files *_avx2.cpp / *_avx512.cpp). Every function here has the
+// reference's signature and semantics.
+#define TT_FAST_KERNELS_DECL          \
+  TT_VEC_DOT_DECL(vec_dot_f32);       \
+  TT_VEC_DOT_DECL(vec_dot_f16);       \
+  TT_VEC_DOT_DECL(vec_dot_q4_0);      \
+  TT_VEC_DOT_DECL(vec_dot_q4_1);      \
+  TT_VEC_DOT_DECL(vec_dot_q5_0);      \
+  TT_VEC_DOT_DECL(vec_dot_q5_1);      \
+  TT_VEC_DOT_DECL(vec_dot_q8_0);      \
+  TT_VEC_DOT_DECL(vec_dot_iq4_nl);    \
+  TT_VEC_DOT_DECL(vec_dot_q2_k);      \
+  TT_VEC_DOT_DECL(vec_dot_q3_k);      \
+  TT_VEC_DOT_DECL(vec_dot_q4_k);      \
+  TT_VEC_DOT_DECL(vec_dot_q5_k);      \
+  TT_VEC_DOT_DECL(vec_dot_q6_k);      \
+  TT_VEC_DOT_DECL(vec_dot_iq4_xs);    \
+  void quantize_q8_0_x86(const float* src, void* dst, int64_t n); \
+  void quantize_q8_1_x86(const float* src, void* dst, int64_t n); \
+  void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n); \
+  void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n)
+
+namespace avx2 {
+TT_FAST_KERNELS_DECL;
+}
+namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
+TT_FAST_KERNELS_DECL;
+}
+
+}  // namespace tt

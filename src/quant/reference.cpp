@@ -1,0 +1,644 @@
+// Scalar reference kernels: the oracle for the fast paths. Dequantization is written to give the same floats as
+// ggml / gguf-py; dot products follow ggml's generic C kernels (integer sums per block, then scaled).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "quant/blocks.h"
+#include "quant/kernels.h"
+
+namespace tt::ref {
+namespace {
+
+template <typename Block>
+const Block* blocks(const void* p) {
+  return static_cast<const Block*>(p);
+}
+template <typename Block>
+Block* blocks(void* p) {
+  return static_cast<Block*>(p);
+}
+
+float h2f(uint16_t h) { return fp16_to_fp32(h); }
+
+// ggml's nearest_int: round half to even for |x| < 2^22.
+int nearest_int(float x) {
+  const float v = x + 12582912.f;
+  int32_t i;
+  std::memcpy(&i, &v, sizeof(i));
+  return (i & 0x007FFFFF) - 0x00400000;
+}
+
+// ---- The 32-element legacy blocks: integer quants q[0..31] (with offset applied for the symmetric types).
+
+uint32_t load_qh(const uint8_t* qh) {
+  uint32_t v;
+  std::memcpy(&v, qh, sizeof(v));
+  return v;
+}
+
+void unpack(const BlockQ4_0& b, int* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = (b.qs[j] & 0xF) - 8;
+    q[j + 16] = (b.qs[j] >> 4) - 8;
+  }
+}
+void unpack(const BlockQ4_1& b, int* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 0xF;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+}
+template <typename Block>
+void unpack_q5(const Block& b, int offset, int* q) {
+  const uint32_t qh = load_qh(b.qh);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = ((b.qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - offset;
+    q[j + 16] = ((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - offset;
+  }
+}
+void unpack(const BlockQ5_0& b, int* q) { unpack_q5(b, 16, q); }
+void unpack(const BlockQ5_1& b, int* q) { unpack_q5(b, 0, q); }
+void unpack(const BlockQ8_0& b, int* q) {
+  for (int j = 0; j < 32; ++j) q[j] = b.qs[j];
+}
+void unpack(const BlockQ8_1& b, int* q) {
+  for (int j = 0; j < 32; ++j) q[j] = b.qs[j];
+}
+void unpack(const BlockIQ4_NL& b, int* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = kValuesIQ4NL[b.qs[j] & 0xF];
+    q[j + 16] = kValuesIQ4NL[b.qs[j] >> 4];
+  }
+}
+
+// Blocks with a min (y = q*d + m) versus pure scale (y = q*d).
+template <typename Block>
+constexpr bool kHasMin = requires(Block b) { b.m; };
+
+template <typename Block>
+void dequantize_legacy(const void* src, float* dst, int64_t n) {
+  const Block* x = blocks<Block>(src);
+  for (int64_t i = 0; i < n / 32; ++i) {
+    int q[32];
+    unpack(x[i], q);
+    const float d = h2f(x[i].d);
+    if constexpr (kHasMin<Block>) {
+      const float m = h2f(x[i].m);
+      for (int j = 0; j < 32; ++j) dst[i * 32 + j] = q[j] * d + m;
+    } else {
+      for (int j = 0; j < 32; ++j) dst[i * 32 + j] = q[j] * d;
+    }
+  }
+}
+
+// Dot of a legacy weight block row with Q8_0 (or Q8_1 for the types with a min) activations.
+template <typename Block, typename YBlock>
+void vec_dot_legacy(int64_t n, float* result, const void* vx, const void* vy) {
+  const Block* x = blocks<Block>(vx);
+  const YBlock* y = blocks<YBlock>(vy);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    int q[32];
+    unpack(x[i], q);
+    int sumi = 0;
+    for (int j = 0; j < 32; ++j) sumi += q[j] * y[i].qs[j];
+    if constexpr (kHasMin<Block>) {
+      sum += (h2f(x[i].d) * h2f(y[i].d)) * sumi + h2f(x[i].m) * h2f(y[i].s);
+    } else {
+      sum += (h2f(x[i].d) * h2f(y[i].d)) * sumi;
+    }
+  }
+  *result = sum;
+}
+
+// ---- K-quants. ggml's generic kernels keep 8 integer lanes per super-block (aux32[l] sums the products of
+// positions l mod 8, each weighted by its sub-block scale) and 8 float lane sums across super-blocks.
+struct LaneSums {
+  float sums[8] = {};
+  float total() const {
+    float s = 0.0f;
+    for (float v : sums) s += v;
+    return s;
+  }
+};
+
+// a: 256 unpacked quants, q8: 256 activations, scales: one per `group` (16 or 32) elements.
+void accumulate_lanes(const int8_t* a, const int8_t* q8, const int* scales, int group, float d, LaneSums& acc) {
+  int32_t aux32[8] = {};
+  for (int j = 0; j < kQK_K; j += 8) {
+    const int scale = scales[j / group];
+    for (int l = 0; l < 8; ++l) aux32[l] += scale * (q8[j + l] * a[j + l]);
+  }
+  for (int l = 0; l < 8; ++l) acc.sums[l] += d * aux32[l];
+}
+
+// Q3_K quants in element order, values -4..3.
+void unpack_q3_k(const BlockQ3_K& b, int8_t* a) {
+  for (int n = 0; n < 2; ++n) {    // two halves of 128 elements, each using 32 bytes of qs
+    for (int s = 0; s < 4; ++s) {  // four 2-bit planes
+      const int bit = n * 4 + s;
+      for (int l = 0; l < 32; ++l) {
+        const int low = (b.qs[n * 32 + l] >> (2 * s)) & 3;
+        const int high = (b.hmask[l] >> bit) & 1;
+        a[n * 128 + s * 32 + l] = static_cast<int8_t>(low - (high ? 0 : 4));
+      }
+    }
+  }
+}
+
+// Q4_K / Q5_K quants in element order (0..15 or 0..31).
+template <typename Block>
+void unpack_q45_k(const Block& b, int8_t* a) {
+  for (int g = 0; g < 4; ++g) {  // groups of 64: 32 low nibbles then 32 high nibbles
+    for (int l = 0; l < 32; ++l) {
+      int lo = b.qs[g * 32 + l] & 0xF;
+      int hi = b.qs[g * 32 + l] >> 4;
+      if constexpr (requires { b.qh; }) {
+        lo += ((b.qh[l] >> (2 * g)) & 1) << 4;
+        hi += ((b.qh[l] >> (2 * g + 1)) & 1) << 4;
+      }
+      a[g * 64 + l] = static_cast<int8_t>(lo);
+      a[g * 64 + 32 + l] = static_cast<int8_t>(hi);
+    }
+  }
+}
+
+// Q6_K quants in element order, values -32..31.
+void unpack_q6_k(const BlockQ6_K& b, int8_t* a) {
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* ql = b.ql + 64 * n;
+    const uint8_t* qh = b.qh + 32 * n;
+    int8_t* out = a + 128 * n;
+    for (int l = 0; l < 32; ++l) {
+      out[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      out[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      out[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      out[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
+}
+
+// The 8 scales and 8 mins of a Q4_K / Q5_K block.
+void unpack_k4_scales(const uint8_t* packed, int* scales, int* mins) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    get_scale_min_k4(j, packed, &sc, &m);
+    scales[j] = sc;
+    mins[j] = m;
+  }
+}
+
+// IQ4_XS 6-bit scale of sub-block ib (0..7), minus 32.
+int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {
+  const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+  return ls - 32;
+}
+
+// Index of the level nearest to x (ties to the upper level, as ggml's best_index_int8).
+int best_index_iq4(float x) {
+  if (x <= kValuesIQ4NL[0]) return 0;
+  if (x >= kValuesIQ4NL[15]) return 15;
+  int best = 0;
+  for (int k = 1; k < 16; ++k) {
+    if (std::fabs(x - kValuesIQ4NL[k]) <= std::fabs(x - kValuesIQ4NL[best])) best = k;
+  }
+  return best;
+}
+
+float absmax(const float* x, int n) {
+  float amax = 0.0f;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  return amax;
+}
+
+// Element of largest magnitude (first one on ties), with its sign.
+float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+}  // namespace
+
+// ================================ float types
+
+void dequantize_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+void quantize_f32(const float* src, void* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+
+void dequantize_f16(const void* src, float* dst, int64_t n) {
+  const uint16_t* h = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+}
+void quantize_f16(const float* src, void* dst, int64_t n) {
+  uint16_t* h = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
+}
+
+void dequantize_bf16(const void* src, float* dst, int64_t n) {
+  const uint16_t* h = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(h[i]);
+}
+void quantize_bf16(const float* src, void* dst, int64_t n) {
+  uint16_t* h = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_bf16(src[i]);
+}
+
+// ggml accumulates float products in double (ggml_float).
+void vec_dot_f32(int64_t n, float* result, const void* vx, const void* vy) {
+  const float* x = static_cast<const float*>(vx);
+  const float* y = static_cast<const float*>(vy);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * y[i]);
+  *result = static_cast<float>(sum);
+}
+
+void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
+  const uint16_t* x = static_cast<const uint16_t*>(vx);
+  const uint16_t* y = static_cast<const uint16_t*>(vy);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
+  *result = static_cast<float>(sum);
+}
+
+void vec_dot_bf16(int64_t n, float* result, const void* vx, const void* vy) {
+  const uint16_t* x = static_cast<const uint16_t*>(vx);
+  const uint16_t* y = static_cast<const uint16_t*>(vy);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
+  *result = static_cast<float>(sum);
+}
+
+// ================================ 32-element blocks
+
+void dequantize_q4_0(const void* src, float* dst, int64_t n) { dequantize_legacy<BlockQ4_0>(src, dst, n); }
+void dequantize_q4_1(const void* src, float* dst, int64_t n) { dequantize_legacy<BlockQ4_1>(src, dst, n); }
+void dequantize_q5_0(const void* src, float* dst, int64_t n) { dequantize_legacy<BlockQ5_0>(src, dst, n); }
+void dequantize_q5_1(const void* src, float* dst, int64_t n) { dequantize_legacy<BlockQ5_1>(src, dst, n); }
+void dequantize_q8_0(const void* src, float* dst, int64_t n) { dequantize_legacy<BlockQ8_0>(src, dst, n); }
+void dequantize_q8_1(const void* src, float* dst, int64_t n) {
+  const BlockQ8_1* x = blocks<BlockQ8_1>(src);
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const float d = h2f(x[i].d);
+    for (int j = 0; j < 32; ++j) dst[i * 32 + j] = x[i].qs[j] * d;
+  }
+}
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n) { dequantize_legacy<BlockIQ4_NL>(src, dst, n); }
+
+void vec_dot_q4_0(int64_t n, float* result, const void* x, const void* y) {
+  // ggml scales this one as (sumi * dx) * dy.
+  const BlockQ4_0* bx = blocks<BlockQ4_0>(x);
+  const BlockQ8_0* by = blocks<BlockQ8_0>(y);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    int q[32];
+    unpack(bx[i], q);
+    int sumi = 0;
+    for (int j = 0; j < 32; ++j) sumi += q[j] * by[i].qs[j];
+    sum += sumi * h2f(bx[i].d) * h2f(by[i].d);
+  }
+  *result = sum;
+}
+void vec_dot_q4_1(int64_t n, float* r, const void* x, const void* y) { vec_dot_legacy<BlockQ4_1, BlockQ8_1>(n, r, x, y); }
+void vec_dot_q5_0(int64_t n, float* r, const void* x, const void* y) { vec_dot_legacy<BlockQ5_0, BlockQ8_0>(n, r, x, y); }
+void vec_dot_q5_1(int64_t n, float* r, const void* x, const void* y) { vec_dot_legacy<BlockQ5_1, BlockQ8_1>(n, r, x, y); }
+void vec_dot_q8_0(int64_t n, float* r, const void* x, const void* y) { vec_dot_legacy<BlockQ8_0, BlockQ8_0>(n, r, x, y); }
+void vec_dot_iq4_nl(int64_t n, float* r, const void* x, const void* y) {
+  vec_dot_legacy<BlockIQ4_NL, BlockQ8_0>(n, r, x, y);
+}
+
+void quantize_q4_0(const float* src, void* dst, int64_t n) {
+  BlockQ4_0* y = blocks<BlockQ4_0>(dst);
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const float* x = src + i * 32;
+    const float d = signed_absmax(x, 32) / -8;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < 16; ++j) {
+      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+void quantize_q5_0(const float* src, void* dst, int64_t n) {
+  BlockQ5_0* y = blocks<BlockQ5_0>(dst);
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const float* x = src + i * 32;
+    const float d = signed_absmax(x, 32) / -16;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int q0 = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+      const int q1 = std::min(31, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 16.5f)));
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+      qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
+      qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
+    }
+    std::memcpy(y[i].qh, &qh, sizeof(qh));
+  }
+}
+
+// Q4_1 / Q5_1: d = (max - min) / (2^bits - 1), m = min.
+template <typename Block, int kBits>
+void quantize_with_min(const float* src, void* dst, int64_t n) {
+  Block* y = blocks<Block>(dst);
+  constexpr int kMaxQ = (1 << kBits) - 1;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const float* x = src + i * 32;
+    float min = x[0], max = x[0];
+    for (int j = 1; j < 32; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
+    const float d = (max - min) / kMaxQ;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    y[i].m = fp32_to_fp16(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      int q0 = static_cast<uint8_t>((x[j] - min) * id + 0.5f);
+      int q1 = static_cast<uint8_t>((x[j + 16] - min) * id + 0.5f);
+      if constexpr (kBits == 4) {
+        q0 = std::min(15, static_cast<int>(static_cast<int8_t>(q0)));
+        q1 = std::min(15, static_cast<int>(static_cast<int8_t>(q1)));
+      } else {
+        qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
+        qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
+      }
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+    }
+    if constexpr (kBits == 5) std::memcpy(y[i].qh, &qh, sizeof(qh));
+  }
+}
+void quantize_q4_1(const float* src, void* dst, int64_t n) { quantize_with_min<BlockQ4_1, 4>(src, dst, n); }
+void quantize_q5_1(const float* src, void* dst, int64_t n) { quantize_with_min<BlockQ5_1, 5>(src, dst, n); }
+
+// Q8_0 / Q8_1 (ggml's *_ref): d = amax / 127, q = roundf(x / d); Q8_1 also stores s = d * sum(q).
+template <typename Block, bool kX86>
+void quantize_q8(const float* src, void* dst, int64_t n) {
+  Block* y = blocks<Block>(dst);
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const float* x = src + i * 32;
+    const float amax = absmax(x, 32);
+    const float d = amax / 127;
+    // The reference multiplies by 1/d and rounds half away from zero; ggml's x86 SIMD code multiplies by
+    // 127/amax and rounds half to even.
+    const float id = kX86 ? (amax != 0.0f ? 127.f / amax : 0.0f) : (d ? 1.0f / d : 0.0f);
+    y[i].d = fp32_to_fp16(d);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float v = x[j] * id;
+      y[i].qs[j] = static_cast<int8_t>(kX86 ? std::nearbyint(v) : std::round(v));
+      sum += y[i].qs[j];
+    }
+    if constexpr (requires { y[i].s; }) y[i].s = fp32_to_fp16(sum * d);
+  }
+}
+void quantize_q8_0(const float* src, void* dst, int64_t n) { quantize_q8<BlockQ8_0, false>(src, dst, n); }
+void quantize_q8_1(const float* src, void* dst, int64_t n) { quantize_q8<BlockQ8_1, false>(src, dst, n); }
+void quantize_q8_0_x86(const float* src, void* dst, int64_t n) { quantize_q8<BlockQ8_0, true>(src, dst, n); }
+void quantize_q8_1_x86(const float* src, void* dst, int64_t n) { quantize_q8<BlockQ8_1, true>(src, dst, n); }
+
+// IQ4_NL: scale search as in ggml (weights x^2, a few trial scales), indices from the final fp16 scale.
+void quantize_iq4_nl(const float* src, void* dst, int64_t n) {
+  BlockIQ4_NL* y = blocks<BlockIQ4_NL>(dst);
+  constexpr int kTries = 7;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const float* x = src + i * 32;
+    const float max = signed_absmax(x, 32);
+    float best_d = 0.0f;
+    if (max != 0.0f) {
+      auto fit = [&](float id, float* sumqx, float* sumq2) {
+        *sumqx = *sumq2 = 0.0f;
+        for (int j = 0; j < 32; ++j) {
+          const float q = kValuesIQ4NL[best_index_iq4(id * x[j])];
+          const float w = x[j] * x[j];
+          *sumqx += w * q * x[j];
+          *sumq2 += w * q * q;
+        }
+      };
+      float sumqx, sumq2;
+      fit(kValuesIQ4NL[0] / max, &sumqx, &sumq2);
+      best_d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
+      float best = best_d * sumqx;
+      for (int t = -kTries; t <= kTries; ++t) {
+        fit((t + kValuesIQ4NL[0]) / max, &sumqx, &sumq2);
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+          best_d = sumqx / sumq2;
+          best = best_d * sumqx;
+        }
+      }
+    }
+    y[i].d = fp32_to_fp16(best_d);
+    const float d = h2f(y[i].d);
+    const float id = d ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      y[i].qs[j] = static_cast<uint8_t>(best_index_iq4(x[j] * id) | (best_index_iq4(x[j + 16] * id) << 4));
+    }
+  }
+}
+
+// ================================ K-quants
+
+void quantize_q8_k(const float* src, void* dst, int64_t n) {
+  BlockQ8_K* y = blocks<BlockQ8_K>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float* x = src + i * kQK_K;
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < kQK_K; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(y[i]));
+      continue;
+    }
+    const float iscale = -127.f / max;
+    for (int j = 0; j < kQK_K; ++j) y[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      int sum = 0;
+      for (int l = 0; l < 16; ++l) sum += y[i].qs[j * 16 + l];
+      y[i].bsums[j] = static_cast<int16_t>(sum);
+    }
+    y[i].d = 1 / iscale;
+  }
+}
+
+void dequantize_q8_k(const void* src, float* dst, int64_t n) {
+  const BlockQ8_K* x = blocks<BlockQ8_K>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    for (int j = 0; j < kQK_K; ++j) dst[i * kQK_K + j] = x[i].d * x[i].qs[j];
+  }
+}
+
+void dequantize_q2_k(const void* src, float* dst, int64_t n) {
+  const BlockQ2_K* x = blocks<BlockQ2_K>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
+    float* y = dst + i * kQK_K;
+    // Element e: 128-half h, 2-bit plane s, 16-group g within the 32 bytes.
+    for (int e = 0; e < kQK_K; ++e) {
+      const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+      const uint8_t sc = x[i].scales[e / 16];
+      const int q = (x[i].qs[h * 32 + l] >> (2 * s)) & 3;
+      y[e] = d * (sc & 0xF) * q - dmin * (sc >> 4);
+    }
+  }
+}
+
+void vec_dot_q2_k(int64_t n, float* result, const void* vx, const void* vy) {
+  const BlockQ2_K* x = blocks<BlockQ2_K>(vx);
+  const BlockQ8_K* y = blocks<BlockQ8_K>(vy);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int summs = 0;
+    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * (x[i].scales[j] >> 4);
+    const float dall = y[i].d * h2f(x[i].d);
+    const float dmin = y[i].d * h2f(x[i].dmin);
+    int isum = 0;
+    for (int g = 0; g < 16; ++g) {  // 16-element groups in element order
+      const int h = g / 8, s = (g % 8) / 2, off = (g % 2) * 16;
+      int isuml = 0;
+      for (int l = 0; l < 16; ++l) isuml += y[i].qs[g * 16 + l] * ((x[i].qs[h * 32 + off + l] >> (2 * s)) & 3);
+      isum += (x[i].scales[g] & 0xF) * isuml;
+    }
+    sum += dall * isum - dmin * summs;
+  }
+  *result = sum;
+}
+
+void dequantize_q3_k(const void* src, float* dst, int64_t n) {
+  const BlockQ3_K* x = blocks<BlockQ3_K>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = h2f(x[i].d);
+    int8_t scales[16], a[kQK_K];
+    unpack_q3_k_scales(x[i].scales, scales);
+    unpack_q3_k(x[i], a);
+    for (int e = 0; e < kQK_K; ++e) dst[i * kQK_K + e] = d * scales[e / 16] * a[e];
+  }
+}
+
+void vec_dot_q3_k(int64_t n, float* result, const void* vx, const void* vy) {
+  const BlockQ3_K* x = blocks<BlockQ3_K>(vx);
+  const BlockQ8_K* y = blocks<BlockQ8_K>(vy);
+  LaneSums acc;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t sc8[16], a[kQK_K];
+    int scales[16];
+    unpack_q3_k_scales(x[i].scales, sc8);
+    for (int j = 0; j < 16; ++j) scales[j] = sc8[j];
+    unpack_q3_k(x[i], a);
+    accumulate_lanes(a, y[i].qs, scales, 16, h2f(x[i].d) * y[i].d, acc);
+  }
+  *result = acc.total();
+}
+
+template <typename Block>
+void dequantize_q45_k(const void* src, float* dst, int64_t n) {
+  const Block* x = blocks<Block>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
+    int scales[8], mins[8];
+    int8_t a[kQK_K];
+    unpack_k4_scales(x[i].scales, scales, mins);
+    unpack_q45_k(x[i], a);
+    for (int e = 0; e < kQK_K; ++e) {
+      const float d1 = d * scales[e / 32], m1 = dmin * mins[e / 32];
+      dst[i * kQK_K + e] = d1 * a[e] - m1;
+    }
+  }
+}
+void dequantize_q4_k(const void* src, float* dst, int64_t n) { dequantize_q45_k<BlockQ4_K>(src, dst, n); }
+void dequantize_q5_k(const void* src, float* dst, int64_t n) { dequantize_q45_k<BlockQ5_K>(src, dst, n); }
+
+template <typename Block>
+void vec_dot_q45_k(int64_t n, float* result, const void* vx, const void* vy) {
+  const Block* x = blocks<Block>(vx);
+  const BlockQ8_K* y = blocks<BlockQ8_K>(vy);
+  LaneSums acc;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int scales[8], mins[8];
+    int8_t a[kQK_K];
+    unpack_k4_scales(x[i].scales, scales, mins);
+    unpack_q45_k(x[i], a);
+    int sumi = 0;
+    for (int j = 0; j < 16; ++j) sumi += y[i].bsums[j] * mins[j / 2];
+    accumulate_lanes(a, y[i].qs, scales, 32, h2f(x[i].d) * y[i].d, acc);
+    sum -= h2f(x[i].dmin) * y[i].d * sumi;
+  }
+  for (float v : acc.sums) sum += v;
+  *result = sum;
+}
+void vec_dot_q4_k(int64_t n, float* r, const void* x, const void* y) { vec_dot_q45_k<BlockQ4_K>(n, r, x, y); }
+void vec_dot_q5_k(int64_t n, float* r, const void* x, const void* y) { vec_dot_q45_k<BlockQ5_K>(n, r, x, y); }
+
+void dequantize_q6_k(const void* src, float* dst, int64_t n) {
+  const BlockQ6_K* x = blocks<BlockQ6_K>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = h2f(x[i].d);
+    int8_t a[kQK_K];
+    unpack_q6_k(x[i], a);
+    for (int e = 0; e < kQK_K; ++e) dst[i * kQK_K + e] = d * x[i].scales[e / 16] * a[e];
+  }
+}
+
+void vec_dot_q6_k(int64_t n, float* result, const void* vx, const void* vy) {
+  const BlockQ6_K* x = blocks<BlockQ6_K>(vx);
+  const BlockQ8_K* y = blocks<BlockQ8_K>(vy);
+  LaneSums acc;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t a[kQK_K];
+    int scales[16];
+    unpack_q6_k(x[i], a);
+    for (int j = 0; j < 16; ++j) scales[j] = x[i].scales[j];
+    accumulate_lanes(a, y[i].qs, scales, 16, h2f(x[i].d) * y[i].d, acc);
+  }
+  *result = acc.total();
+}
+
+void dequantize_iq4_xs(const void* src, float* dst, int64_t n) {
+  const BlockIQ4_XS* x = blocks<BlockIQ4_XS>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = h2f(x[i].d);
+    for (int ib = 0; ib < 8; ++ib) {
+      const float dl = d * iq4_xs_scale(x[i], ib);
+      const uint8_t* qs = x[i].qs + 16 * ib;
+      float* y = dst + i * kQK_K + 32 * ib;
+      for (int j = 0; j < 16; ++j) {
+        y[j] = dl * kValuesIQ4NL[qs[j] & 0xF];
+        y[j + 16] = dl * kValuesIQ4NL[qs[j] >> 4];
+      }
+    }
+  }
+}
+
+void vec_dot_iq4_xs(int64_t n, float* result, const void* vx, const void* vy) {
+  const BlockIQ4_XS* x = blocks<BlockIQ4_XS>(vx);
+  const BlockQ8_K* y = blocks<BlockQ8_K>(vy);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d4d8 = h2f(x[i].d) * y[i].d;
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint8_t* qs = x[i].qs + 16 * ib;
+      const int8_t* q8 = y[i].qs + 32 * ib;
+      int sumi = 0;
+      for (int j = 0; j < 16; ++j) sumi += q8[j] * kValuesIQ4NL[qs[j] & 0xF] + q8[j + 16] * kValuesIQ4NL[qs[j] >> 4];
+      sum += (d4d8 * iq4_xs_scale(x[i], ib)) * sumi;
+    }
+  }
+  *result = sum;
+}
+
+}  // namespace tt::ref
