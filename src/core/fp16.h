@@ -14,13 +14,13 @@ inline float fp16_to_fp32(uint16_t h) {
   const uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t mant = h & 0x3FFu;
   uint32_t bits;
-  if (exp == 0x1F) {  // infinity or NaN: keep the payload
-    bits = sign | 0x7F800000u | (mant << 13);
+  if (exp == 0x1F) {  // infinity, or NaN made quiet with its payload kept (as F16C and ggml do)
+    bits = sign | 0x7F800000u | (mant << 13) | (mant ? 0x400000u : 0u);
   } else if (exp != 0) {  // normal
     bits = sign | ((exp + 112u) << 23) | (mant << 13);
   } else if (mant == 0) {  // signed zero
     bits = sign;
-  } else {  // subnormal: normalize
+  } else {             // subnormal: normalize
     uint32_t e = 113;  // exponent of 2^-14 in float bias
     while ((mant & 0x400u) == 0) {
       mant <<= 1;
@@ -35,7 +35,7 @@ inline uint16_t fp32_to_fp16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) return sign | 0x7E00u;  // NaN -> canonical quiet NaN (as ggml)
+  if (ax > 0x7F800000u) return sign | 0x7E00u;   // NaN -> canonical quiet NaN (as ggml)
   if (ax >= 0x477FF000u) return sign | 0x7C00u;  // rounds to >= 65536 -> infinity
   if (ax >= 0x38800000u) {                       // normal half (>= 2^-14)
     // Rebias the exponent, keep 10 mantissa bits, round to nearest even on the 13 dropped bits.

@@ -13,8 +13,8 @@ inline constexpr int kQK5_1 = 32;
 inline constexpr int kQK8_0 = 32;
 inline constexpr int kQK8_1 = 32;
 inline constexpr int kQK4_NL = 32;
-inline constexpr int kQK_K = 256;         // super-block size of the K-quants
-inline constexpr int kKScaleSize = 12;    // packed 6-bit scales/mins of Q4_K and Q5_K
+inline constexpr int kQK_K = 256;       // super-block size of the K-quants
+inline constexpr int kKScaleSize = 12;  // packed 6-bit scales/mins of Q4_K and Q5_K
 
 struct BlockQ4_0 {
   uint16_t d;
@@ -113,7 +113,7 @@ static_assert(sizeof(BlockIQ4_NL) == 18);
 
 struct BlockIQ4_XS {
   uint16_t d;
-  uint16_t scales_h;            // high 2 bits of the 8 6-bit scales
+  uint16_t scales_h;             // high 2 bits of the 8 6-bit scales
   uint8_t scales_l[kQK_K / 64];  // low 4 bits
   uint8_t qs[kQK_K / 2];
 };

@@ -64,23 +64,23 @@ void quantize_q8_1_x86(const float* src, void* dst, int64_t n);
 
 // Fast paths, one namespace per instruction set (files *_avx2.cpp / *_avx512.cpp). Every function here has the
 // reference's signature and semantics.
-#define TT_FAST_KERNELS_DECL          \
-  TT_VEC_DOT_DECL(vec_dot_f32);       \
-  TT_VEC_DOT_DECL(vec_dot_f16);       \
-  TT_VEC_DOT_DECL(vec_dot_q4_0);      \
-  TT_VEC_DOT_DECL(vec_dot_q4_1);      \
-  TT_VEC_DOT_DECL(vec_dot_q5_0);      \
-  TT_VEC_DOT_DECL(vec_dot_q5_1);      \
-  TT_VEC_DOT_DECL(vec_dot_q8_0);      \
-  TT_VEC_DOT_DECL(vec_dot_iq4_nl);    \
-  TT_VEC_DOT_DECL(vec_dot_q2_k);      \
-  TT_VEC_DOT_DECL(vec_dot_q3_k);      \
-  TT_VEC_DOT_DECL(vec_dot_q4_k);      \
-  TT_VEC_DOT_DECL(vec_dot_q5_k);      \
-  TT_VEC_DOT_DECL(vec_dot_q6_k);      \
-  TT_VEC_DOT_DECL(vec_dot_iq4_xs);    \
-  void quantize_q8_0_x86(const float* src, void* dst, int64_t n); \
-  void quantize_q8_1_x86(const float* src, void* dst, int64_t n); \
+#define TT_FAST_KERNELS_DECL                                         \
+  TT_VEC_DOT_DECL(vec_dot_f32);                                      \
+  TT_VEC_DOT_DECL(vec_dot_f16);                                      \
+  TT_VEC_DOT_DECL(vec_dot_q4_0);                                     \
+  TT_VEC_DOT_DECL(vec_dot_q4_1);                                     \
+  TT_VEC_DOT_DECL(vec_dot_q5_0);                                     \
+  TT_VEC_DOT_DECL(vec_dot_q5_1);                                     \
+  TT_VEC_DOT_DECL(vec_dot_q8_0);                                     \
+  TT_VEC_DOT_DECL(vec_dot_iq4_nl);                                   \
+  TT_VEC_DOT_DECL(vec_dot_q2_k);                                     \
+  TT_VEC_DOT_DECL(vec_dot_q3_k);                                     \
+  TT_VEC_DOT_DECL(vec_dot_q4_k);                                     \
+  TT_VEC_DOT_DECL(vec_dot_q5_k);                                     \
+  TT_VEC_DOT_DECL(vec_dot_q6_k);                                     \
+  TT_VEC_DOT_DECL(vec_dot_iq4_xs);                                   \
+  void quantize_q8_0_x86(const float* src, void* dst, int64_t n);    \
+  void quantize_q8_1_x86(const float* src, void* dst, int64_t n);    \
   void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n); \
   void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n)
 

@@ -21,11 +21,11 @@ using VecDotFn = void (*)(int64_t n, float* result, const void* x, const void* y
 
 struct QuantKernels {
   GgmlType type;
-  GgmlType vec_dot_type;          // what activations are converted to before the dot product
+  GgmlType vec_dot_type;           // what activations are converted to before the dot product
   DequantizeRowFn dequantize_row;  // scalar reference
-  QuantizeRowFn quantize_row;     // scalar reference; null for types we only read
-  VecDotFn vec_dot_ref;           // scalar reference
-  VecDotFn vec_dot;               // fastest path for this CPU (== vec_dot_ref when there is none)
+  QuantizeRowFn quantize_row;      // scalar reference; null for types we only read
+  VecDotFn vec_dot_ref;            // scalar reference
+  VecDotFn vec_dot;                // fastest path for this CPU (== vec_dot_ref when there is none)
 };
 
 // Kernels of a type the engine computes with, or nullptr when it is not implemented (callers refuse such
@@ -34,5 +34,21 @@ const QuantKernels* find_kernels(GgmlType type);
 
 // Which instruction-set path vec_dot uses on this CPU: "avx512-vnni", "avx512", "avx2" or "scalar".
 const char* kernel_isa();
+
+}  // namespace tt
+
+// ---- Helpers on top of the table (src/quant/quant.cpp).
+
+namespace tt {
+
+// Converts one activation row to `type` (a vec_dot_type: Q8_0, Q8_1, Q8_K, F16, BF16 or F32) the way llama.cpp's
+// x86 CPU backend does (its SIMD Q8_0/Q8_1 quantizers scale by 127/amax and round half to even, unlike the
+// *_ref ones that QuantKernels::quantize_row holds), on the fastest path for this CPU. n: a multiple of the block.
+void quantize_activations(GgmlType type, const float* src, void* dst, int64_t n);
+
+// results[r] = dot(weight row r, y) for r in [0, nrows): weight rows of `k.type` start x_row_bytes apart, y is
+// one row of k.vec_dot_type; n elements each. Same values as calling k.vec_dot per row.
+void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* results, const void* x, uint64_t x_row_bytes,
+                  const void* y);
 
 }  // namespace tt

@@ -63,9 +63,6 @@ void unpack(const BlockQ5_1& b, int* q) { unpack_q5(b, 0, q); }
 void unpack(const BlockQ8_0& b, int* q) {
   for (int j = 0; j < 32; ++j) q[j] = b.qs[j];
 }
-void unpack(const BlockQ8_1& b, int* q) {
-  for (int j = 0; j < 32; ++j) q[j] = b.qs[j];
-}
 void unpack(const BlockIQ4_NL& b, int* q) {
   for (int j = 0; j < 16; ++j) {
     q[j] = kValuesIQ4NL[b.qs[j] & 0xF];
@@ -75,7 +72,9 @@ void unpack(const BlockIQ4_NL& b, int* q) {
 
 // Blocks with a min (y = q*d + m) versus pure scale (y = q*d).
 template <typename Block>
-constexpr bool kHasMin = requires(Block b) { b.m; };
+constexpr bool kHasMin = requires(Block b) {
+  b.m;
+};
 
 template <typename Block>
 void dequantize_legacy(const void* src, float* dst, int64_t n) {
@@ -305,10 +304,18 @@ void vec_dot_q4_0(int64_t n, float* result, const void* x, const void* y) {
   }
   *result = sum;
 }
-void vec_dot_q4_1(int64_t n, float* r, const void* x, const void* y) { vec_dot_legacy<BlockQ4_1, BlockQ8_1>(n, r, x, y); }
-void vec_dot_q5_0(int64_t n, float* r, const void* x, const void* y) { vec_dot_legacy<BlockQ5_0, BlockQ8_0>(n, r, x, y); }
-void vec_dot_q5_1(int64_t n, float* r, const void* x, const void* y) { vec_dot_legacy<BlockQ5_1, BlockQ8_1>(n, r, x, y); }
-void vec_dot_q8_0(int64_t n, float* r, const void* x, const void* y) { vec_dot_legacy<BlockQ8_0, BlockQ8_0>(n, r, x, y); }
+void vec_dot_q4_1(int64_t n, float* r, const void* x, const void* y) {
+  vec_dot_legacy<BlockQ4_1, BlockQ8_1>(n, r, x, y);
+}
+void vec_dot_q5_0(int64_t n, float* r, const void* x, const void* y) {
+  vec_dot_legacy<BlockQ5_0, BlockQ8_0>(n, r, x, y);
+}
+void vec_dot_q5_1(int64_t n, float* r, const void* x, const void* y) {
+  vec_dot_legacy<BlockQ5_1, BlockQ8_1>(n, r, x, y);
+}
+void vec_dot_q8_0(int64_t n, float* r, const void* x, const void* y) {
+  vec_dot_legacy<BlockQ8_0, BlockQ8_0>(n, r, x, y);
+}
 void vec_dot_iq4_nl(int64_t n, float* r, const void* x, const void* y) {
   vec_dot_legacy<BlockIQ4_NL, BlockQ8_0>(n, r, x, y);
 }
@@ -365,11 +372,11 @@ void quantize_with_min(const float* src, void* dst, int64_t n) {
     y[i].m = fp32_to_fp16(min);
     uint32_t qh = 0;
     for (int j = 0; j < 16; ++j) {
-      int q0 = static_cast<uint8_t>((x[j] - min) * id + 0.5f);
-      int q1 = static_cast<uint8_t>((x[j + 16] - min) * id + 0.5f);
+      int q0 = static_cast<int>((x[j] - min) * id + 0.5f);  // truncation, as ggml
+      int q1 = static_cast<int>((x[j + 16] - min) * id + 0.5f);
       if constexpr (kBits == 4) {
-        q0 = std::min(15, static_cast<int>(static_cast<int8_t>(q0)));
-        q1 = std::min(15, static_cast<int>(static_cast<int8_t>(q1)));
+        q0 = std::min(15, q0);
+        q1 = std::min(15, q1);
       } else {
         qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
         qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);

@@ -1,0 +1,174 @@
+// The kernel table and the run-time choice of instruction set.
+#include "quant/quant.h"
+
+#include <cpuid.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "quant/kernels.h"
+
+namespace tt {
+namespace {
+
+enum class Isa { kScalar, kAvx2, kAvx512Vnni };
+
+bool cpu_has_f16c() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & bit_F16C) != 0;
+}
+
+Isa detect_isa() {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
+                    cpu_has_f16c();
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vnni");
+  Isa isa = avx512 ? Isa::kAvx512Vnni : avx2 ? Isa::kAvx2 : Isa::kScalar;
+  // TT_KERNEL_ISA=scalar|avx2 caps the choice (for comparisons and benchmarks); it never raises it.
+  if (const char* cap = std::getenv("TT_KERNEL_ISA")) {
+    const std::string_view c(cap);
+    if (c == "scalar") isa = Isa::kScalar;
+    if (c == "avx2" && isa == Isa::kAvx512Vnni) isa = Isa::kAvx2;
+  }
+  return isa;
+}
+
+Isa isa() {
+  static const Isa chosen = detect_isa();
+  return chosen;
+}
+
+// Fast function of one ISA namespace for the given reference, by name.
+#define TT_FAST_TABLE(ns)                                                                                             \
+  FastSet {                                                                                                           \
+    ns::vec_dot_f32, ns::vec_dot_f16, ns::vec_dot_q4_0, ns::vec_dot_q4_1, ns::vec_dot_q5_0, ns::vec_dot_q5_1,         \
+        ns::vec_dot_q8_0, ns::vec_dot_iq4_nl, ns::vec_dot_q2_k, ns::vec_dot_q3_k, ns::vec_dot_q4_k, ns::vec_dot_q5_k, \
+        ns::vec_dot_q6_k, ns::vec_dot_iq4_xs, ns::quantize_q8_0_x86, ns::quantize_q8_1_x86, ns::fp16_to_fp32_row,     \
+        ns::fp32_to_fp16_row                                                                                          \
+  }
+
+struct FastSet {
+  VecDotFn f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs;
+  QuantizeRowFn q8_0_act, q8_1_act;
+  void (*h2f_row)(const uint16_t*, float*, int64_t);
+  void (*f2h_row)(const float*, uint16_t*, int64_t);
+};
+
+void scalar_h2f_row(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
+}
+void scalar_f2h_row(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
+}
+
+const FastSet& fast() {
+  static const FastSet set = [] {
+    switch (isa()) {
+      case Isa::kAvx512Vnni:
+        return TT_FAST_TABLE(avx512);
+      case Isa::kAvx2:
+        return TT_FAST_TABLE(avx2);
+      case Isa::kScalar:
+        break;
+    }
+    return FastSet{ref::vec_dot_f32,  ref::vec_dot_f16,    ref::vec_dot_q4_0,      ref::vec_dot_q4_1,
+                   ref::vec_dot_q5_0, ref::vec_dot_q5_1,   ref::vec_dot_q8_0,      ref::vec_dot_iq4_nl,
+                   ref::vec_dot_q2_k, ref::vec_dot_q3_k,   ref::vec_dot_q4_k,      ref::vec_dot_q5_k,
+                   ref::vec_dot_q6_k, ref::vec_dot_iq4_xs, ref::quantize_q8_0_x86, ref::quantize_q8_1_x86,
+                   scalar_h2f_row,    scalar_f2h_row};
+  }();
+  return set;
+}
+
+struct Table {
+  std::array<QuantKernels, 18> entries;
+  int count = 0;
+};
+
+const Table& table() {
+  static const Table t = [] {
+    const FastSet& f = fast();
+    using G = GgmlType;
+    Table t;
+    auto add = [&](QuantKernels k) { t.entries[t.count++] = k; };
+    add({G::F32, G::F32, ref::dequantize_f32, ref::quantize_f32, ref::vec_dot_f32, f.f32});
+    add({G::F16, G::F16, ref::dequantize_f16, ref::quantize_f16, ref::vec_dot_f16, f.f16});
+    add({G::BF16, G::BF16, ref::dequantize_bf16, ref::quantize_bf16, ref::vec_dot_bf16, ref::vec_dot_bf16});
+    add({G::Q4_0, G::Q8_0, ref::dequantize_q4_0, ref::quantize_q4_0, ref::vec_dot_q4_0, f.q4_0});
+    add({G::Q4_1, G::Q8_1, ref::dequantize_q4_1, ref::quantize_q4_1, ref::vec_dot_q4_1, f.q4_1});
+    add({G::Q5_0, G::Q8_0, ref::dequantize_q5_0, ref::quantize_q5_0, ref::vec_dot_q5_0, f.q5_0});
+    add({G::Q5_1, G::Q8_1, ref::dequantize_q5_1, ref::quantize_q5_1, ref::vec_dot_q5_1, f.q5_1});
+    add({G::Q8_0, G::Q8_0, ref::dequantize_q8_0, ref::quantize_q8_0, ref::vec_dot_q8_0, f.q8_0});
+    add({G::Q8_1, G::Q8_1, ref::dequantize_q8_1, ref::quantize_q8_1, nullptr, nullptr});
+    add({G::Q2_K, G::Q8_K, ref::dequantize_q2_k, nullptr, ref::vec_dot_q2_k, f.q2_k});
+    add({G::Q3_K, G::Q8_K, ref::dequantize_q3_k, nullptr, ref::vec_dot_q3_k, f.q3_k});
+    add({G::Q4_K, G::Q8_K, ref::dequantize_q4_k, nullptr, ref::vec_dot_q4_k, f.q4_k});
+    add({G::Q5_K, G::Q8_K, ref::dequantize_q5_k, nullptr, ref::vec_dot_q5_k, f.q5_k});
+    add({G::Q6_K, G::Q8_K, ref::dequantize_q6_k, nullptr, ref::vec_dot_q6_k, f.q6_k});
+    add({G::Q8_K, G::Q8_K, ref::dequantize_q8_k, ref::quantize_q8_k, nullptr, nullptr});
+    add({G::IQ4_NL, G::Q8_0, ref::dequantize_iq4_nl, ref::quantize_iq4_nl, ref::vec_dot_iq4_nl, f.iq4_nl});
+    add({G::IQ4_XS, G::Q8_K, ref::dequantize_iq4_xs, nullptr, ref::vec_dot_iq4_xs, f.iq4_xs});
+    return t;
+  }();
+  return t;
+}
+
+}  // namespace
+
+const QuantKernels* find_kernels(GgmlType type) {
+  const Table& t = table();
+  for (int i = 0; i < t.count; ++i) {
+    if (t.entries[i].type == type) return &t.entries[i];
+  }
+  return nullptr;
+}
+
+const char* kernel_isa() {
+  switch (isa()) {
+    case Isa::kAvx512Vnni:
+      return "avx512-vnni";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kScalar:
+      break;
+  }
+  return "scalar";
+}
+
+void quantize_activations(GgmlType type, const float* src, void* dst, int64_t n) {
+  switch (type) {
+    case GgmlType::Q8_0:
+      return fast().q8_0_act(src, dst, n);
+    case GgmlType::Q8_1:
+      return fast().q8_1_act(src, dst, n);
+    case GgmlType::Q8_K:
+      return ref::quantize_q8_k(src, dst, n);  // ggml's x86 backend uses the reference for Q8_K
+    case GgmlType::F16:
+      return fast().f2h_row(src, static_cast<uint16_t*>(dst), n);
+    case GgmlType::BF16:
+      return ref::quantize_bf16(src, dst, n);
+    case GgmlType::F32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    default:
+      fail("quantize_activations: {} is not an activation (vec_dot) type", type_name(type));
+  }
+}
+
+void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* results, const void* x, uint64_t x_row_bytes,
+                  const void* y) {
+  const char* row = static_cast<const char*>(x);
+  for (int64_t r = 0; r < nrows; ++r) k.vec_dot(n, &results[r], row + r * x_row_bytes, y);
+}
+
+void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) { fast().h2f_row(src, dst, n); }
+void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) { fast().f2h_row(src, dst, n); }
+
+}  // namespace tt

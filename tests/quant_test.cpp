@@ -1,0 +1,607 @@
+// Quantization kernels: dequantization against gguf-py's output, fast paths against the scalar references,
+// references against dot products of dequantized rows, quantizer round trips, fp16/bf16 conversions.
+#include "quant/quant.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/fp16.h"
+#include "gguf/ggml_type.h"
+#include "quant/blocks.h"
+#include "quant/kernels.h"
+
+namespace tt {
+namespace {
+
+using G = GgmlType;
+
+// Index of the first element where the two arrays differ by more than tol (NaNs equal if both NaN), or -1.
+int64_t first_difference(const float* a, const float* b, int64_t n, float tol) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (!(std::fabs(a[i] - b[i]) <= tol)) return i;
+  }
+  return -1;
+}
+
+std::string describe_difference(const float* got, const float* want, int64_t n, float tol) {
+  const int64_t i = first_difference(got, want, n, tol);
+  if (i < 0) return "";
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "first difference at index %lld: got %.9g (0x%08x), want %.9g (0x%08x)",
+                static_cast<long long>(i), got[i], std::bit_cast<uint32_t>(got[i]), want[i],
+                std::bit_cast<uint32_t>(want[i]));
+  return buf;
+}
+
+const std::vector<G> kWeightTypes = {G::F32,  G::F16,  G::BF16, G::Q4_0, G::Q4_1, G::Q5_0,   G::Q5_1,  G::Q8_0,
+                                     G::Q2_K, G::Q3_K, G::Q4_K, G::Q5_K, G::Q6_K, G::IQ4_NL, G::IQ4_XS};
+
+// The vec_dot implementations to check against the reference: the table's choice and every ISA this CPU runs.
+std::vector<std::pair<std::string, VecDotFn>> fast_impls(G type) {
+  std::vector<std::pair<std::string, VecDotFn>> out;
+  out.emplace_back(std::string("table/") + kernel_isa(), find_kernels(type)->vec_dot);
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vnni");
+#define TT_IMPL_CASE(T, fn)                             \
+  case G::T:                                            \
+    if (avx2) out.emplace_back("avx2", avx2::fn);       \
+    if (avx512) out.emplace_back("avx512", avx512::fn); \
+    break;
+  switch (type) {
+    TT_IMPL_CASE(F32, vec_dot_f32)
+    TT_IMPL_CASE(F16, vec_dot_f16)
+    TT_IMPL_CASE(Q4_0, vec_dot_q4_0)
+    TT_IMPL_CASE(Q4_1, vec_dot_q4_1)
+    TT_IMPL_CASE(Q5_0, vec_dot_q5_0)
+    TT_IMPL_CASE(Q5_1, vec_dot_q5_1)
+    TT_IMPL_CASE(Q8_0, vec_dot_q8_0)
+    TT_IMPL_CASE(IQ4_NL, vec_dot_iq4_nl)
+    TT_IMPL_CASE(Q2_K, vec_dot_q2_k)
+    TT_IMPL_CASE(Q3_K, vec_dot_q3_k)
+    TT_IMPL_CASE(Q4_K, vec_dot_q4_k)
+    TT_IMPL_CASE(Q5_K, vec_dot_q5_k)
+    TT_IMPL_CASE(Q6_K, vec_dot_q6_k)
+    TT_IMPL_CASE(IQ4_XS, vec_dot_iq4_xs)
+    default:
+      break;
+  }
+#undef TT_IMPL_CASE
+  return out;
+}
+
+// Byte offsets of the fp16 scale fields of a block (d, dmin / m), found from the layouts.
+std::vector<size_t> half_fields(G type) {
+  switch (type) {
+    case G::Q4_0:
+    case G::Q5_0:
+    case G::Q8_0:
+    case G::IQ4_NL:
+    case G::IQ4_XS:
+      return {0};
+    case G::Q4_1:
+    case G::Q5_1:
+    case G::Q4_K:
+    case G::Q5_K:
+      return {0, 2};
+    case G::Q2_K:
+      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case G::Q3_K:
+      return {offsetof(BlockQ3_K, d)};
+    case G::Q6_K:
+      return {offsetof(BlockQ6_K, d)};
+    default:
+      return {};
+  }
+}
+
+struct Rng {
+  std::mt19937 gen{12345};
+  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen); }
+  float normal() { return std::normal_distribution<float>(0.0f, 1.0f)(gen); }
+  int integer(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); }
+  uint8_t byte() { return static_cast<uint8_t>(gen()); }
+};
+
+// A weight row of n elements: random quant bits; fp16 scales random (or exactly 1.0 when `unit`).
+std::vector<uint8_t> random_weights(G type, int64_t n, Rng& rng, bool unit) {
+  const GgmlTypeTraits& tr = type_traits(type);
+  std::vector<uint8_t> row(row_bytes(type, n));
+  if (type == G::F32 || type == G::F16 || type == G::BF16) {
+    std::vector<float> f(n);
+    for (float& v : f) v = rng.normal();
+    find_kernels(type)->quantize_row(f.data(), row.data(), n);
+    return row;
+  }
+  for (uint8_t& b : row) b = rng.byte();
+  for (size_t blk = 0; blk < row.size() / tr.bytes_per_block; ++blk) {
+    for (size_t off : half_fields(type)) {
+      const uint16_t h = unit ? uint16_t{0x3C00} : fp32_to_fp16(rng.uniform(-0.05f, 0.05f));
+      std::memcpy(row.data() + blk * tr.bytes_per_block + off, &h, 2);
+    }
+  }
+  return row;
+}
+
+// An activation row of type `act` (Q8_0 / Q8_1 / Q8_K, F16, BF16, F32): realistic (quantized from normal floats)
+// or, when `unit`, quants in [-2, 2] with scale 1 so every float operation of a dot product is exact.
+std::vector<uint8_t> random_activations(G act, int64_t n, Rng& rng, bool unit) {
+  std::vector<uint8_t> row(row_bytes(act, n));
+  if (!unit) {
+    std::vector<float> f(n);
+    for (float& v : f) v = rng.normal();
+    find_kernels(act)->quantize_row(f.data(), row.data(), n);
+    return row;
+  }
+  if (act == G::Q8_K) {
+    auto* b = reinterpret_cast<BlockQ8_K*>(row.data());
+    for (int64_t i = 0; i < n / kQK_K; ++i) {
+      b[i].d = 1.0f;
+      for (int j = 0; j < kQK_K; ++j) b[i].qs[j] = static_cast<int8_t>(rng.integer(-2, 2));
+      for (int j = 0; j < 16; ++j) {
+        int s = 0;
+        for (int l = 0; l < 16; ++l) s += b[i].qs[16 * j + l];
+        b[i].bsums[j] = static_cast<int16_t>(s);
+      }
+    }
+  } else if (act == G::Q8_0) {
+    auto* b = reinterpret_cast<BlockQ8_0*>(row.data());
+    for (int64_t i = 0; i < n / 32; ++i) {
+      b[i].d = 0x3C00;
+      for (int8_t& q : b[i].qs) q = static_cast<int8_t>(rng.integer(-2, 2));
+    }
+  } else {
+    auto* b = reinterpret_cast<BlockQ8_1*>(row.data());
+    for (int64_t i = 0; i < n / 32; ++i) {
+      b[i].d = 0x3C00;
+      int s = 0;
+      for (int8_t& q : b[i].qs) s += (q = static_cast<int8_t>(rng.integer(-2, 2)));
+      b[i].s = fp32_to_fp16(static_cast<float>(s));
+    }
+  }
+  return row;
+}
+
+std::vector<float> dequantize(G type, const std::vector<uint8_t>& row, int64_t n) {
+  std::vector<float> out(n);
+  find_kernels(type)->dequantize_row(row.data(), out.data(), n);
+  return out;
+}
+
+std::vector<int64_t> lengths_for(G type) {
+  const int64_t bs = type_traits(type).block_size;
+  if (bs == 1) return {1, 7, 8, 15, 16, 31, 32, 33, 63, 64, 65, 100, 127, 128, 255, 256, 1000, 4096, 4099};
+  if (bs == 32) return {32, 64, 96, 128, 160, 256, 288, 512, 1024, 2080, 4096};
+  return {256, 512, 768, 1024, 2048, 4096};
+}
+
+// ---------------------------------------------------------------- tables
+
+TEST(QuantKernels, TableCoversEveryType) {
+  for (G t : kWeightTypes) {
+    const QuantKernels* k = find_kernels(t);
+    ASSERT_NE(k, nullptr) << type_name(t);
+    EXPECT_EQ(k->type, t);
+    EXPECT_NE(k->dequantize_row, nullptr);
+    EXPECT_NE(k->vec_dot_ref, nullptr);
+    EXPECT_NE(k->vec_dot, nullptr);
+    EXPECT_NE(find_kernels(k->vec_dot_type), nullptr) << type_name(k->vec_dot_type);
+    EXPECT_NE(find_kernels(k->vec_dot_type)->quantize_row, nullptr) << type_name(k->vec_dot_type);
+  }
+  EXPECT_EQ(find_kernels(G::Q4_0)->vec_dot_type, G::Q8_0);
+  EXPECT_EQ(find_kernels(G::Q5_1)->vec_dot_type, G::Q8_1);
+  EXPECT_EQ(find_kernels(G::IQ4_XS)->vec_dot_type, G::Q8_K);
+  EXPECT_EQ(find_kernels(G::IQ4_NL)->vec_dot_type, G::Q8_0);
+  EXPECT_EQ(find_kernels(G::IQ2_XXS), nullptr);
+  const std::string isa = kernel_isa();
+  EXPECT_TRUE(isa == "avx512-vnni" || isa == "avx512" || isa == "avx2" || isa == "scalar") << isa;
+}
+
+// ---------------------------------------------------------------- gguf-py dequantization
+
+TEST(QuantDequant, MatchesGgufPyRows) {
+  const std::filesystem::path shared(TT_SHARED_DIR);
+  const auto index_path = shared / "reference" / "dequant" / "index.json";
+  if (!std::filesystem::exists(index_path)) GTEST_SKIP() << "no reference data at " << index_path;
+  const nlohmann::json index = nlohmann::json::parse(std::ifstream(index_path));
+  int checked = 0;
+  for (const auto& entry : index) {
+    const std::string model = entry["model"], tensor = entry["tensor"], type_str = entry["type"];
+    SCOPED_TRACE(model + " " + tensor + " " + type_str);
+    const std::string stem = model.substr(0, model.size() - 5);  // without ".gguf"
+    const nlohmann::json map =
+        nlohmann::json::parse(std::ifstream(shared / "reference" / "memory-map" / (stem + ".json")));
+    const nlohmann::json* info = nullptr;
+    for (const auto& t : map["tensors"]) {
+      if (t["name"] == tensor) info = &t;
+    }
+    ASSERT_NE(info, nullptr);
+    const auto type = type_from_name(type_str);
+    ASSERT_TRUE(type.has_value());
+    ASSERT_EQ((*info)["type"], type_str);
+    const int64_t ne0 = (*info)["shape"][0];
+    ASSERT_EQ(ne0, entry["ne0"].get<int64_t>());
+    const int64_t rows = entry["rows"];
+    const uint64_t offset = (*info)["offset_start"];
+    EXPECT_EQ(offset, entry["byte_offset_in_file"].get<uint64_t>());
+
+    const uint64_t rb = row_bytes(*type, ne0);
+    std::vector<uint8_t> bytes(rb * rows);
+    std::ifstream model_file(shared / "models" / model, std::ios::binary);
+    ASSERT_TRUE(model_file) << "cannot open model " << model;
+    model_file.seekg(static_cast<std::streamoff>(offset));
+    model_file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    ASSERT_TRUE(model_file);
+
+    std::vector<float> want(ne0 * rows);
+    std::ifstream want_file(shared / "reference" / "dequant" / entry["file"].get<std::string>(), std::ios::binary);
+    want_file.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(want.size() * sizeof(float)));
+    ASSERT_TRUE(want_file);
+
+    const QuantKernels* k = find_kernels(*type);
+    ASSERT_NE(k, nullptr);
+    std::vector<float> got(ne0 * rows);
+    for (int64_t r = 0; r < rows; ++r) k->dequantize_row(bytes.data() + r * rb, got.data() + r * ne0, ne0);
+    EXPECT_EQ(first_difference(got.data(), want.data(), ne0 * rows, 1e-6f), -1)
+        << describe_difference(got.data(), want.data(), ne0 * rows, 1e-6f);
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(index.size()));
+}
+
+// ---------------------------------------------------------------- dot products
+
+// With every scale 1 and small quants, all float operations in any dot product are exact integer arithmetic:
+// every path must give exactly the reference's integer result.
+TEST(QuantVecDot, FastEqualsReferenceExactlyWithUnitScales) {
+  Rng rng;
+  for (G t : kWeightTypes) {
+    if (type_traits(t).block_size == 1) continue;
+    const QuantKernels* k = find_kernels(t);
+    for (int64_t n : lengths_for(t)) {
+      if (n > 512 && type_traits(t).block_size == kQK_K) continue;  // keep partial sums below 2^24
+      const auto x = random_weights(t, n, rng, true);
+      const auto y = random_activations(k->vec_dot_type, n, rng, true);
+      float want = 0;
+      k->vec_dot_ref(n, &want, x.data(), y.data());
+      // The dequantized dot, in double: the exact value.
+      const auto dx = dequantize(t, x, n), dy = dequantize(k->vec_dot_type, y, n);
+      double exact = 0;
+      for (int64_t i = 0; i < n; ++i) exact += static_cast<double>(dx[i]) * dy[i];
+      EXPECT_EQ(want, exact) << type_name(t) << " n=" << n;
+      for (const auto& [name, fn] : fast_impls(t)) {
+        float got = 0;
+        fn(n, &got, x.data(), y.data());
+        EXPECT_EQ(got, want) << type_name(t) << " " << name << " n=" << n;
+      }
+    }
+  }
+}
+
+// Sum of |x_i * y_i|: the scale of the float rounding a dot product may carry.
+double abs_dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += std::fabs(static_cast<double>(a[i]) * b[i]);
+  return s;
+}
+
+// Realistic scales: fast paths agree with the reference within float rounding (relative 1e-5 of sum |x*y|), and
+// the reference agrees with the dot of the dequantized rows to the same tolerance.
+TEST(QuantVecDot, FastMatchesReferenceWithinRounding) {
+  Rng rng;
+  constexpr double kRelTol = 1e-5;
+  int cases = 0;
+  for (G t : kWeightTypes) {
+    const QuantKernels* k = find_kernels(t);
+    for (int64_t n : lengths_for(t)) {
+      for (int rep = 0; rep < 3; ++rep) {
+        const auto x = random_weights(t, n, rng, false);
+        const auto y = random_activations(k->vec_dot_type, n, rng, false);
+        const auto dx = dequantize(t, x, n), dy = dequantize(k->vec_dot_type, y, n);
+        double tol = kRelTol * abs_dot(dx, dy) + 1e-30;
+        if (k->vec_dot_type == G::Q8_1) {
+          // Q8_1 carries s = d * sum(q) rounded to fp16; the dot uses m * s: add that rounding.
+          const auto* yb = reinterpret_cast<const BlockQ8_1*>(y.data());
+          for (int64_t b = 0; b < n / 32; ++b) {
+            uint16_t m;
+            std::memcpy(&m, x.data() + b * type_traits(t).bytes_per_block + 2, 2);
+            tol += std::fabs(fp16_to_fp32(m) * fp16_to_fp32(yb[b].s)) / 1024;
+          }
+        }
+        double exact = 0;
+        for (int64_t i = 0; i < n; ++i) exact += static_cast<double>(dx[i]) * dy[i];
+        float want = 0;
+        k->vec_dot_ref(n, &want, x.data(), y.data());
+        EXPECT_NEAR(want, exact, tol) << type_name(t) << " reference vs dequantized, n=" << n;
+        for (const auto& [name, fn] : fast_impls(t)) {
+          float got = 0;
+          fn(n, &got, x.data(), y.data());
+          EXPECT_NEAR(got, want, tol) << type_name(t) << " " << name << " n=" << n;
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 0);
+}
+
+TEST(QuantVecDot, RowsHelperMatchesSingleDots) {
+  Rng rng;
+  for (G t : {G::Q4_K, G::Q6_K, G::Q8_0, G::Q4_0, G::F32}) {
+    const QuantKernels* k = find_kernels(t);
+    const int64_t n = 512, nrows = 5;
+    std::vector<uint8_t> w;
+    for (int r = 0; r < nrows; ++r) {
+      const auto row = random_weights(t, n, rng, false);
+      w.insert(w.end(), row.begin(), row.end());
+    }
+    const auto y = random_activations(k->vec_dot_type, n, rng, false);
+    std::vector<float> got(nrows), want(nrows);
+    vec_dot_rows(*k, n, nrows, got.data(), w.data(), row_bytes(t, n), y.data());
+    for (int r = 0; r < nrows; ++r) k->vec_dot(n, &want[r], w.data() + r * row_bytes(t, n), y.data());
+    EXPECT_EQ(first_difference(got.data(), want.data(), nrows, 0.0f), -1)
+        << type_name(t) << ": " << describe_difference(got.data(), want.data(), nrows, 0.0f);
+  }
+}
+
+// ---------------------------------------------------------------- quantizers
+
+std::vector<float> random_floats(int64_t n, Rng& rng) {
+  std::vector<float> f(n);
+  for (float& v : f) v = rng.normal() * rng.uniform(0.01f, 10.0f);
+  return f;
+}
+
+// Round trips of activation types: error at most half a quantization step (plus the scale's own rounding).
+TEST(QuantQuantize, ActivationRoundTrips) {
+  Rng rng;
+  const int64_t n = 1024;
+  for (G t : {G::Q8_0, G::Q8_1, G::Q8_K}) {
+    const QuantKernels* k = find_kernels(t);
+    const int64_t bs = type_traits(t).block_size;
+    for (int rep = 0; rep < 20; ++rep) {
+      auto f = random_floats(n, rng);
+      if (rep == 0) std::fill(f.begin(), f.begin() + bs, 0.0f);  // an all-zero block
+      std::vector<uint8_t> q(row_bytes(t, n));
+      k->quantize_row(f.data(), q.data(), n);
+      const auto back = dequantize(t, q, n);
+      for (int64_t b = 0; b < n / bs; ++b) {
+        float amax = 0;
+        for (int64_t j = 0; j < bs; ++j) amax = std::max(amax, std::fabs(f[b * bs + j]));
+        const float tol = amax / 127 * 0.5f + amax * 2e-3f + 1e-30f;  // half a step + fp16 scale error
+        EXPECT_EQ(first_difference(back.data() + b * bs, f.data() + b * bs, bs, tol), -1)
+            << type_name(t) << " block " << b << ": "
+            << describe_difference(back.data() + b * bs, f.data() + b * bs, bs, tol);
+      }
+      if (t == G::Q8_1) {  // s = sum(q) * d with d = amax / 127 before its fp16 rounding
+        const auto* blocks = reinterpret_cast<const BlockQ8_1*>(q.data());
+        for (int64_t b = 0; b < n / 32; ++b) {
+          int sum = 0;
+          for (int8_t v : blocks[b].qs) sum += v;
+          float amax = 0;
+          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(f[b * 32 + j]));
+          EXPECT_EQ(blocks[b].s, fp32_to_fp16(sum * (amax / 127)));
+        }
+      }
+      if (t == G::Q8_K) {
+        const auto* blocks = reinterpret_cast<const BlockQ8_K*>(q.data());
+        for (int64_t b = 0; b < n / kQK_K; ++b) {
+          for (int j = 0; j < 16; ++j) {
+            int sum = 0;
+            for (int l = 0; l < 16; ++l) sum += blocks[b].qs[16 * j + l];
+            EXPECT_EQ(blocks[b].bsums[j], sum);
+          }
+          for (int8_t v : blocks[b].qs) EXPECT_GE(v, -127);
+        }
+      }
+    }
+  }
+  // Float activation types.
+  auto f = random_floats(n, rng);
+  for (G t : {G::F32, G::F16, G::BF16}) {
+    std::vector<uint8_t> q(row_bytes(t, n));
+    find_kernels(t)->quantize_row(f.data(), q.data(), n);
+    const auto back = dequantize(t, q, n);
+    const float rel = t == G::F32 ? 0.0f : t == G::F16 ? 1.0f / 2048 : 1.0f / 256;
+    for (int64_t i = 0; i < n; ++i) EXPECT_LE(std::fabs(back[i] - f[i]), rel * std::fabs(f[i])) << type_name(t);
+  }
+}
+
+// ggml's x86 activation quantizers (127/amax, round half to even): SIMD versions give identical bytes to the
+// scalar model of them, and differ from the *_ref quantizers by at most one step.
+TEST(QuantQuantize, X86ActivationQuantizersMatch) {
+  Rng rng;
+  for (int64_t n : {32, 64, 256, 1024, 4096}) {
+    const auto f = random_floats(n, rng);
+    for (G t : {G::Q8_0, G::Q8_1}) {
+      const size_t bytes = row_bytes(t, n);
+      std::vector<uint8_t> model(bytes), got(bytes), reference(bytes);
+      (t == G::Q8_0 ? ref::quantize_q8_0_x86 : ref::quantize_q8_1_x86)(f.data(), model.data(), n);
+      quantize_activations(t, f.data(), got.data(), n);
+      EXPECT_EQ(got, model) << type_name(t) << " n=" << n;
+      find_kernels(t)->quantize_row(f.data(), reference.data(), n);
+      const size_t qs_offset = t == G::Q8_0 ? 2 : 4, bb = t == G::Q8_0 ? 34 : 36;
+      for (size_t b = 0; b < bytes / bb; ++b) {
+        for (size_t j = 0; j < 32; ++j) {
+          const int a = static_cast<int8_t>(got[b * bb + qs_offset + j]);
+          const int r = static_cast<int8_t>(reference[b * bb + qs_offset + j]);
+          EXPECT_LE(std::abs(a - r), 1);
+        }
+      }
+    }
+    // Q8_K, F16, BF16, F32: the references.
+    for (G t : {G::Q8_K, G::F16, G::BF16, G::F32}) {
+      std::vector<uint8_t> a(row_bytes(t, n)), b(row_bytes(t, n));
+      quantize_activations(t, f.data(), a.data(), n);
+      find_kernels(t)->quantize_row(f.data(), b.data(), n);
+      EXPECT_EQ(a, b) << type_name(t);
+    }
+  }
+  EXPECT_THROW(quantize_activations(G::Q4_K, nullptr, nullptr, 256), std::exception);
+}
+
+// Weight quantizers (for building test fixtures): round trip within the type's step size.
+TEST(QuantQuantize, WeightRoundTrips) {
+  Rng rng;
+  const int64_t n = 2048;
+  const std::pair<G, float> cases[] = {{G::Q4_0, 1.0f / 8},  {G::Q4_1, 1.0f / 15},  {G::Q5_0, 1.0f / 16},
+                                       {G::Q5_1, 1.0f / 31}, {G::Q8_0, 1.0f / 127}, {G::IQ4_NL, 1.0f / 6}};
+  for (const auto& [t, step] : cases) {
+    const auto f = random_floats(n, rng);
+    std::vector<uint8_t> q(row_bytes(t, n));
+    find_kernels(t)->quantize_row(f.data(), q.data(), n);
+    const auto back = dequantize(t, q, n);
+    double err2 = 0, sig2 = 0;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      float lo = f[b * 32], hi = f[b * 32], amax = 0;
+      for (int j = 0; j < 32; ++j) {
+        lo = std::min(lo, f[b * 32 + j]);
+        hi = std::max(hi, f[b * 32 + j]);
+        amax = std::max(amax, std::fabs(f[b * 32 + j]));
+      }
+      const float range = (t == G::Q4_1 || t == G::Q5_1) ? hi - lo : amax;
+      // Half a step, or a whole one at the end the symmetric types clip (their scale is max / -levels).
+      const float tol = range * step * 1.01f + range * 2e-3f;
+      EXPECT_EQ(first_difference(back.data() + b * 32, f.data() + b * 32, 32, tol), -1)
+          << type_name(t) << " block " << b << ": "
+          << describe_difference(back.data() + b * 32, f.data() + b * 32, 32, tol);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      err2 += (back[i] - f[i]) * (back[i] - f[i]);
+      sig2 += f[i] * f[i];
+    }
+    EXPECT_LT(std::sqrt(err2 / sig2), 2 * step) << type_name(t);
+  }
+}
+
+// ---------------------------------------------------------------- fp16 / bf16
+
+// Straightforward models of the formats.
+float half_model(uint16_t h) {
+  const int sign = h >> 15, exp = (h >> 10) & 31, mant = h & 1023;
+  float v;
+  if (exp == 31) {
+    v = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else if (exp == 0) {
+    v = std::ldexp(static_cast<float>(mant), -24);
+  } else {
+    v = std::ldexp(static_cast<float>(mant + 1024), exp - 25);
+  }
+  return sign ? -v : v;
+}
+
+TEST(Fp16, HalfToFloatExhaustive) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
+  std::vector<float> row(65536);
+  fp16_to_fp32_row(all.data(), row.data(), 65536);
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float got = fp16_to_fp32(static_cast<uint16_t>(h));
+    const float want = half_model(static_cast<uint16_t>(h));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << h;
+      // Sign and payload kept, made quiet.
+      ASSERT_EQ(std::bit_cast<uint32_t>(got),
+                (static_cast<uint32_t>(h & 0x8000) << 16) | 0x7FC00000u | (static_cast<uint32_t>(h & 0x3FF) << 13))
+          << h;
+    } else {
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "half 0x" << std::hex << h;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(row[h]), std::bit_cast<uint32_t>(got)) << "row, half " << h;
+    // Every non-NaN half survives the round trip.
+    if (!std::isnan(got)) {
+      ASSERT_EQ(fp32_to_fp16(got), h) << h;
+    }
+  }
+}
+
+// fp32 -> fp16 against the compiler's _Float16 conversion (round to nearest even) and the tie cases.
+TEST(Fp16, FloatToHalfRounding) {
+  // Midpoints between consecutive halves round to even; one float ulp either side rounds to the nearer.
+  for (uint32_t h = 0; h < 0x7BFF; ++h) {
+    const float a = half_model(static_cast<uint16_t>(h)), b = half_model(static_cast<uint16_t>(h + 1));
+    const float mid = (a + b) / 2;  // exact in float
+    const uint16_t even = (h & 1) ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h);
+    ASSERT_EQ(fp32_to_fp16(mid), even) << "midpoint above half " << h;
+    ASSERT_EQ(fp32_to_fp16(-mid), even | 0x8000) << "negative midpoint above half " << h;
+    ASSERT_EQ(fp32_to_fp16(std::nextafter(mid, 0.0f)), h) << h;
+    ASSERT_EQ(fp32_to_fp16(std::nextafter(mid, 1e30f)), h + 1) << h;
+  }
+  EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7BFF);
+  EXPECT_EQ(fp32_to_fp16(65519.99f), 0x7BFF);
+  EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7C00);
+  EXPECT_EQ(fp32_to_fp16(1e10f), 0x7C00);
+  EXPECT_EQ(fp32_to_fp16(-std::numeric_limits<float>::infinity()), 0xFC00);
+  EXPECT_EQ(fp32_to_fp16(std::numeric_limits<float>::quiet_NaN()), 0x7E00);
+  EXPECT_EQ(fp32_to_fp16(-std::numeric_limits<float>::quiet_NaN()), 0xFE00);
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);                        // tie to even (zero)
+  EXPECT_EQ(fp32_to_fp16(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);  // just above the tie
+  EXPECT_EQ(fp32_to_fp16(std::ldexp(3.0f, -25)), 0x0002);                        // 1.5 ulp -> 2 (even)
+  EXPECT_EQ(fp32_to_fp16(1e-30f), 0x0000);
+  EXPECT_EQ(fp32_to_fp16(-0.0f), 0x8000);
+
+  // Random floats over the whole range, against _Float16 and the row (F16C) version.
+  std::mt19937 gen(7);
+  std::vector<float> f(1 << 20);
+  for (float& v : f) {
+    v = std::bit_cast<float>(static_cast<uint32_t>(gen()));
+    if (std::isnan(v)) v = 1.0f;
+  }
+  for (size_t i = 0; i < f.size(); i += 3) f[i] = std::ldexp(f[i] - std::trunc(f[i]), gen() % 40 - 28);  // near halves
+  std::vector<uint16_t> row(f.size());
+  fp32_to_fp16_row(f.data(), row.data(), static_cast<int64_t>(f.size()));
+  for (size_t i = 0; i < f.size(); ++i) {
+    const uint16_t want = std::bit_cast<uint16_t>(static_cast<_Float16>(f[i]));
+    ASSERT_EQ(fp32_to_fp16(f[i]), want) << "float bits " << std::bit_cast<uint32_t>(f[i]);
+    ASSERT_EQ(row[i], want) << "row, float bits " << std::bit_cast<uint32_t>(f[i]);
+  }
+}
+
+uint16_t bf16_model(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40);
+  if (std::isinf(f)) return static_cast<uint16_t>(x >> 16);
+  const uint16_t lo = static_cast<uint16_t>(x >> 16);
+  const double below = bf16_to_fp32(lo);
+  const double above = static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(lo + 1) << 16));
+  const double dl = std::fabs(static_cast<double>(f) - below);
+  double du = std::fabs(above - static_cast<double>(f));
+  if (std::isinf(above)) du = std::ldexp(1.0, 128) - std::fabs(static_cast<double>(f));  // rounds up to infinity
+  if (dl < du || (dl == du && (lo & 1) == 0)) return lo;
+  return static_cast<uint16_t>(lo + 1);
+}
+
+TEST(Fp16, Bf16Conversions) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = bf16_to_fp32(static_cast<uint16_t>(h));
+    ASSERT_EQ(std::bit_cast<uint32_t>(f), h << 16);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(fp32_to_bf16(f), h);
+    }
+  }
+  std::mt19937 gen(9);
+  for (int i = 0; i < (1 << 20); ++i) {
+    const float f = std::bit_cast<float>(static_cast<uint32_t>(gen()));
+    ASSERT_EQ(fp32_to_bf16(f), bf16_model(f)) << "float bits " << std::bit_cast<uint32_t>(f);
+  }
+  EXPECT_EQ(fp32_to_bf16(std::bit_cast<float>(0x3F808000u)), 0x3F80);  // tie to even (down)
+  EXPECT_EQ(fp32_to_bf16(std::bit_cast<float>(0x3F818000u)), 0x3F82);  // tie to even (up)
+  EXPECT_EQ(fp32_to_bf16(std::bit_cast<float>(0x7F800001u)), 0x7FC0);  // signalling NaN made quiet
+}
+
+}  // namespace
+}  // namespace tt
