@@ -1,0 +1,120 @@
+// vec_dot per weight type: scalar reference vs the fast path this CPU uses. One activation row against a matrix of
+// weight rows (n = 4096, 512 rows: a few MB, beyond L2 for most types); bytes/s count weight bytes only.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <deque>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "quant/quant.h"
+
+namespace tt {
+namespace {
+
+constexpr int64_t kN = 4096;
+constexpr int64_t kRows = 512;
+
+struct Fixture {
+  std::vector<uint8_t> weights;
+  std::vector<uint8_t> act;
+  uint64_t row_bytes = 0;
+};
+
+// Byte offsets of the fp16 scales in the K-quant and IQ4_XS blocks (see quant/blocks.h).
+std::vector<uint64_t> half_fields(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q2_K:
+      return {80, 82};
+    case GgmlType::Q3_K:
+      return {108};
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return {0, 2};
+    case GgmlType::Q6_K:
+      return {208};
+    default:
+      return {0};
+  }
+}
+
+const Fixture& fixture(GgmlType type) {
+  static std::deque<std::pair<GgmlType, Fixture>> cache;  // deque: references stay valid
+  for (const auto& [t, f] : cache) {
+    if (t == type) return f;
+  }
+  const QuantKernels* k = find_kernels(type);
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> src(kN);
+  Fixture f;
+  f.row_bytes = tt::row_bytes(type, kN);
+  f.weights.resize(f.row_bytes * kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    if (k->quantize_row) {
+      for (float& v : src) v = normal(gen);
+      k->quantize_row(src.data(), f.weights.data() + r * f.row_bytes, kN);
+    } else {  // K-quants: random bits with small fp16 scales (speed does not depend on the values)
+      uint8_t* row = f.weights.data() + r * f.row_bytes;
+      for (uint64_t i = 0; i < f.row_bytes; ++i) row[i] = static_cast<uint8_t>(gen());
+      const uint64_t bb = type_traits(type).bytes_per_block;
+      for (uint64_t b = 0; b < f.row_bytes / bb; ++b) {
+        for (uint64_t off : half_fields(type)) {
+          const uint16_t h = fp32_to_fp16(0.01f * normal(gen));
+          std::memcpy(row + b * bb + off, &h, 2);
+        }
+      }
+    }
+  }
+  for (float& v : src) v = normal(gen);
+  f.act.resize(tt::row_bytes(k->vec_dot_type, kN));
+  quantize_activations(k->vec_dot_type, src.data(), f.act.data(), kN);
+  cache.emplace_back(type, std::move(f));
+  return cache.back().second;
+}
+
+void run(benchmark::State& state, GgmlType type, bool fast) {
+  const QuantKernels* k = find_kernels(type);
+  const Fixture& f = fixture(type);
+  const VecDotFn fn = fast ? k->vec_dot : k->vec_dot_ref;
+  std::vector<float> out(kRows);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRows; ++r) fn(kN, &out[r], f.weights.data() + r * f.row_bytes, f.act.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(f.weights.size()));
+  state.SetLabel(fast ? kernel_isa() : "reference");
+}
+
+void quantize_act(benchmark::State& state, GgmlType type) {
+  std::vector<float> src(kN);
+  std::mt19937 gen(2);
+  std::normal_distribution<float> normal;
+  for (float& v : src) v = normal(gen);
+  std::vector<uint8_t> dst(tt::row_bytes(type, kN));
+  for (auto _ : state) {
+    quantize_activations(type, src.data(), dst.data(), kN);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kN * 4);
+}
+
+const int kRegistered = [] {
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,   GgmlType::Q4_1,
+                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+  for (GgmlType t : types) {
+    const std::string name(type_name(t));
+    benchmark::RegisterBenchmark(("VecDot/" + name + "/ref").c_str(), run, t, false);
+    benchmark::RegisterBenchmark(("VecDot/" + name + "/fast").c_str(), run, t, true);
+  }
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F16}) {
+    benchmark::RegisterBenchmark(("QuantizeActivations/" + std::string(type_name(t))).c_str(), quantize_act, t);
+  }
+  return 0;
+}();
+
+}  // namespace
+}  // namespace tt
