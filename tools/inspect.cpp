@@ -74,8 +74,8 @@ void print_human(const GgufFile& f, bool all_kv) {
     fmt::print("  {:<8} {:>5} tensors  {:>14} params  {:>14} bytes ({})\n", name, tt.tensors, tt.params, tt.bytes,
                human_bytes(tt.bytes));
 
-  fmt::print("\ntensors\n  {:<32} {:<7} {:<20} {:>12} {:>12} {:>12} {:>5}\n", "name", "type", "shape", "start",
-             "end", "bytes", "layer");
+  fmt::print("\ntensors\n  {:<32} {:<7} {:<20} {:>12} {:>12} {:>12} {:>5}\n", "name", "type", "shape", "start", "end",
+             "bytes", "layer");
   for (const GgufTensorInfo& t : f.tensors()) {
     TensorRole role = tensor_role(t.name);
     fmt::print("  {:<32} {:<7} {:<20} {:>12} {:>12} {:>12} {:>5}\n", t.name, type_name(t.type), shape_string(t),
@@ -99,7 +99,8 @@ RegisterCommand reg("inspect", "Show a GGUF file's layout, metadata and tensor m
         for (const GgufKv& e : f->kvs()) meta[e.key] = e.value.to_string();
         j["metadata"] = meta;
       }
-      fmt::print("{}\n", j.dump(1));
+      // Keys and names are meant to be UTF-8 but the reader does not insist; replace bad bytes rather than throw.
+      fmt::print("{}\n", j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       print_human(*f, *kv);
     }

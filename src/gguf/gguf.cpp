@@ -239,6 +239,11 @@ void GgufFile::parse_all() {
   c.read<uint32_t>("magic");
   version_ = c.read<uint32_t>("version");
   if (version_ == 1) fail("{}: GGUF v1 is not supported (only v2 and v3)", name_);
+  uint32_t swapped = __builtin_bswap32(version_);
+  if (swapped == 2 || swapped == 3)
+    fail("{}: unsupported GGUF version {} at byte 4: the file is big-endian (version {} byte-swapped); only "
+         "little-endian files are supported",
+         name_, version_, swapped);
   if (version_ != 2 && version_ != 3)
     fail("{}: unsupported GGUF version {} at byte 4 (supported: 2, 3; big-endian files are not supported)", name_,
          version_);
@@ -341,6 +346,8 @@ void GgufFile::parse_all() {
   if (n_tensors > 0 && data_offset_ > bytes_.size())
     fail("{}: truncated file: the data section would start at byte {}, past the end of the file ({} bytes)", name_,
          data_offset_, bytes_.size());
+  // A file without tensors needs no data section, and writers may leave out the padding before it.
+  data_offset_ = std::min<uint64_t>(data_offset_, bytes_.size());
 
   // Every tensor inside the file, and no two overlapping.
   for (GgufTensorInfo& t : tensors_) {
@@ -353,10 +360,13 @@ void GgufFile::parse_all() {
                              bytes_.size()));
     t.offset = data_offset_ + t.relative_offset;
   }
+  // Empty tensors occupy no bytes and overlap nothing. Sorting the others by start (ties in file order, so the
+  // message is deterministic), any overlap shows between neighbours.
   std::vector<const GgufTensorInfo*> sorted;
   sorted.reserve(tensors_.size());
-  for (const GgufTensorInfo& t : tensors_) sorted.push_back(&t);
-  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (const GgufTensorInfo& t : tensors_)
+    if (t.size_bytes > 0) sorted.push_back(&t);
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
   for (size_t k = 1; k < sorted.size(); ++k) {
     const GgufTensorInfo* prev = sorted[k - 1];
     const GgufTensorInfo* cur = sorted[k];

@@ -127,8 +127,9 @@ void GgufWriter::add_tensor_f32(const std::string& name, std::vector<int64_t> di
 }
 
 std::vector<uint8_t> GgufWriter::serialise(Layout* layout) const {
-  std::vector<uint8_t> out;
-  out.insert(out.end(), {'G', 'G', 'U', 'F'});
+  // Lay out with the alignment asked for; a nonsense one (0, for a corrupt fixture) lays out unaligned.
+  const uint64_t alignment = alignment_ == 0 ? 1 : alignment_;
+  std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
   put<uint32_t>(out, version_);
   put<uint64_t>(out, tensors_.size());
   put<uint64_t>(out, kvs_.size());
@@ -148,9 +149,9 @@ std::vector<uint8_t> GgufWriter::serialise(Layout* layout) const {
     put<uint32_t>(out, t.type);
     put<uint64_t>(out, offset);
     offsets.push_back(offset);
-    offset += (t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += (t.data.size() + alignment - 1) / alignment * alignment;
   }
-  out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  out.resize((out.size() + alignment - 1) / alignment * alignment, 0);
   if (layout) layout->data_offset = out.size();
   uint64_t data_start = out.size();
   for (size_t k = 0; k < tensors_.size(); ++k) {
