@@ -1,0 +1,59 @@
+#include "exec/executor.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "exec/thread_pool.h"
+#include "graph/kernels.h"
+
+namespace tt {
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+size_t max_scratch_bytes(const Graph& g) {
+  size_t m = 0;
+  for (const Node& n : g.nodes()) m = std::max(m, scratch_bytes(n));
+  return m;
+}
+
+void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
+  const std::vector<Node>& nodes = g.nodes();
+  const int nth = pool_.size();
+#if !TT_TRACE_HOOKS
+  observer = nullptr;
+#endif
+  const bool node_done = observer && observer->wants_node_done();
+  pool_.run([&](int ith) {
+    ComputeContext ctx{ith, nth, &pool_, scratch};
+    for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+      const Node& n = nodes[i];
+      if (op_is_view(n.op)) {
+#if TT_TRACE_HOOKS
+        if (observer && ith == 0) {
+          uint64_t t = now_ns();
+          observer->on_span(0, i, t, t);
+        }
+#endif
+        continue;
+      }
+#if TT_TRACE_HOOKS
+      const uint64_t t0 = observer ? now_ns() : 0;
+      compute_node(n, ctx);
+      if (observer) observer->on_span(ith, i, t0, now_ns());
+#else
+      compute_node(n, ctx);
+#endif
+      pool_.barrier();
+      if (node_done) {
+        if (ith == 0) observer->on_node_done(i, n);
+        pool_.barrier();
+      }
+    }
+  });
+}
+
+}  // namespace tt

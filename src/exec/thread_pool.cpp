@@ -1,0 +1,99 @@
+#include "exec/thread_pool.h"
+
+#include <immintrin.h>
+
+#include "core/error.h"
+
+namespace tt {
+namespace {
+
+thread_local int tls_thread_index = 0;
+
+inline void cpu_relax() { _mm_pause(); }
+
+// Spin-wait for `done`, yielding the core after a while so an oversubscribed machine still makes progress.
+template <typename Pred>
+inline void wait_until(Pred done) {
+  for (int spins = 0; !done(); ++spins) {
+    if (spins < 4096)
+      cpu_relax();
+    else
+      std::this_thread::yield();
+  }
+}
+
+// How long an idle worker spins for the next job before sleeping: generation steps come back-to-back, and
+// waking a sleeping thread costs tens of microseconds.
+constexpr int kSpinsBeforeSleep = 200000;
+
+}  // namespace
+
+int ThreadPool::current_thread() { return tls_thread_index; }
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
+  if (n_threads < 1) fail("thread count must be at least 1, got {}", n_threads);
+  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_.store(true);
+    job_generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::run(const std::function<void(int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0);
+    return;
+  }
+  job_ = &fn;
+  job_remaining_.store(n_threads_ - 1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_generation_.fetch_add(1, std::memory_order_release);
+  }
+  if (sleeping_.load(std::memory_order_acquire) > 0) wake_.notify_all();
+  fn(0);
+  wait_until([&] { return job_remaining_.load(std::memory_order_acquire) == 0; });
+  job_ = nullptr;
+}
+
+void ThreadPool::worker_loop(int ith) {
+  tls_thread_index = ith;
+  uint64_t seen = 0;
+  while (true) {
+    int spins = 0;
+    uint64_t gen;
+    while ((gen = job_generation_.load(std::memory_order_acquire)) == seen) {
+      if (++spins < kSpinsBeforeSleep) {
+        cpu_relax();
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(mutex_);
+      sleeping_.fetch_add(1);
+      wake_.wait(lock, [&] { return job_generation_.load() != seen; });
+      sleeping_.fetch_sub(1);
+    }
+    seen = gen;
+    if (stop_.load()) return;
+    (*job_)(ith);
+    job_remaining_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::barrier() {
+  if (n_threads_ == 1) return;
+  uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
+  if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
+    barrier_count_.store(0, std::memory_order_relaxed);
+    barrier_phase_.fetch_add(1, std::memory_order_release);
+    return;
+  }
+  wait_until([&] { return barrier_phase_.load(std::memory_order_acquire) != phase; });
+}
+
+}  // namespace tt

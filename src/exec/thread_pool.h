@@ -1,0 +1,46 @@
+// A persistent pool of worker threads. run(fn) executes fn(ith) on every thread (the caller is thread 0) and
+// returns when all have finished; inside fn, barrier() synchronises all threads. No allocation, locking or
+// thread creation per op: workers spin briefly between jobs, then sleep.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tt {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+  void run(const std::function<void(int ith)>& fn);
+  void barrier();
+  // Small integer id of the calling thread within the pool (0 for the caller of run()).
+  static int current_thread();
+
+ private:
+  void worker_loop(int ith);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* job_ = nullptr;
+  std::atomic<uint64_t> job_generation_{0};
+  std::atomic<int> job_remaining_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::atomic<int> sleeping_{0};
+  // Barrier state: arrivals count up; the last arrival bumps the phase.
+  alignas(64) std::atomic<int> barrier_count_{0};
+  alignas(64) std::atomic<uint32_t> barrier_phase_{0};
+};
+
+}  // namespace tt

@@ -1,0 +1,50 @@
+// Adds named ops to a graph, computing output shapes. Names follow llama.cpp ("attn_norm-3"), given by the
+// caller where the op is used, so the forward pass reads like the model's paper: one line per op.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "graph/graph.h"
+
+namespace tt {
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(Graph& g) : g_(g) {}
+
+  // Which layer the following ops belong to (-1: none) and the suffix of their names ("-3").
+  void set_layer(int layer) { layer_ = layer; }
+  std::string name(const std::string& base) const;
+
+  Tensor* input(const std::string& name, GgmlType type, std::initializer_list<int64_t> ne, int buffer_id,
+                uint8_t* data, uint64_t offset);
+  Tensor* get_rows(const Tensor* table, const Tensor* ids, std::vector<int32_t> rows, const std::string& name);
+  Tensor* rms_norm(const Tensor* x, float eps, const std::string& name);
+  Tensor* mul(const Tensor* a, const Tensor* b, const std::string& name);
+  Tensor* add(const Tensor* a, const Tensor* b, const std::string& name);
+  Tensor* mul_mat(const Tensor* w, const Tensor* x, const std::string& name);
+  Tensor* rope(const Tensor* x, const Tensor* positions, const RopeParams& p, int32_t pos0, const std::string& name);
+  Tensor* swiglu(const Tensor* gate, const Tensor* up, const std::string& name);
+  // Writes x's rows into `cache` at rows [pos0, pos0 + n); returns the written view of the cache.
+  Tensor* set_rows(const Tensor* cache, const Tensor* x, int32_t pos0, const std::string& name);
+  Tensor* flash_attn(const Tensor* q, const Tensor* k, const Tensor* v, int32_t pos0, int32_t n_kv, float scale,
+                     const std::string& name);
+  // Views: no computation, the output shares x's bytes.
+  Tensor* reshape(const Tensor* x, std::initializer_list<int64_t> ne, const std::string& name);
+  Tensor* view(const Tensor* x, std::initializer_list<int64_t> ne, const std::string& name);
+  Tensor* permute(const Tensor* x, std::initializer_list<int64_t> ne, const std::string& name);
+
+ private:
+  Tensor* derived(const Tensor* like, const std::string& name, std::initializer_list<int64_t> ne);
+  Tensor* view_node(OpKind op, const Tensor* x, std::initializer_list<int64_t> ne, const std::string& name);
+  Graph& g_;
+  int layer_ = -1;
+};
+
+// After the allocator has placed every tensor: computes each node's exact read and write byte ranges and checks
+// every one against its buffer (or, for weights, against the tensor's bytes in the file). A range out of bounds
+// is an Error naming the op, the tensor, the offset and the size.
+void resolve_ranges(Graph& g, uint64_t file_size);
+
+}  // namespace tt

@@ -1,0 +1,103 @@
+// The compute graph of one step: nodes in execution order, each an op with named inputs and output, the layer it
+// belongs to, and the exact byte ranges it reads (computed and bounds-checked when the node is built). The
+// executor runs these nodes; the tracer records exactly these nodes.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "graph/tensor.h"
+
+namespace tt {
+
+// The fixed, documented list of op kinds (docs/trace-format.md). Names follow ggml's.
+enum class OpKind : uint8_t {
+  GET_ROWS,        // rows of a table (embedding lookup, selecting the last token)
+  RMS_NORM,        // x / sqrt(mean(x^2) + eps)
+  MUL,             // elementwise, second operand broadcast over rows (norm weights)
+  ADD,             // elementwise, second operand broadcast over rows (residuals, biases)
+  MUL_MAT,         // out[t][r] = dot(W row r, x row t)
+  ROPE,            // rotary position embedding
+  SET_ROWS,        // write rows into the KV cache (converting to the cache type)
+  FLASH_ATTN_EXT,  // softmax(Q K^T * scale + causal mask) V over the KV cache, streamed
+  SWIGLU,          // silu(gate) * up
+  RESHAPE,         // views: no computation, recorded so the op sequence matches llama.cpp's
+  VIEW,
+  PERMUTE,
+  kCount,
+};
+const char* op_name(OpKind op);
+bool op_is_view(OpKind op);
+
+// Bytes an op reads from one input, attributed to where they live.
+struct ByteRange {
+  int input = 0;        // index into Node::src
+  Pool pool = Pool::MODEL_FILE;
+  int buffer_id = -1;
+  uint64_t offset = 0;  // MODEL_FILE: absolute file offset; otherwise offset in the buffer
+  uint64_t length = 0;
+  int32_t pos_begin = -1, pos_end = -1;  // KV_CACHE: token positions [begin, end)
+};
+
+struct RopeParams {
+  int n_dims = 0;        // rotated dimensions per head
+  bool neox = false;     // NeoX mode rotates (i, i + n_dims/2); normal mode rotates (2i, 2i+1)
+  float base = 10000.0f;
+  float freq_scale = 1.0f;
+  const float* freq_factors = nullptr;  // optional per-pair divisors (rope_freqs.weight), n_dims/2 values
+};
+
+struct OpParams {
+  float eps = 0.0f;            // RMS_NORM
+  RopeParams rope;             // ROPE
+  int32_t pos0 = 0;            // ROPE, SET_ROWS, FLASH_ATTN_EXT: position of the first token of the step
+  int32_t n_kv = 0;            // FLASH_ATTN_EXT: positions [0, n_kv) of the cache are attended (causal within)
+  float scale = 1.0f;          // FLASH_ATTN_EXT
+  std::vector<int32_t> rows;   // GET_ROWS: row ids (known when the graph is built)
+};
+
+struct Node {
+  OpKind op = OpKind::kCount;
+  Tensor* out = nullptr;
+  std::vector<const Tensor*> src;
+  int layer = -1;
+  OpParams params;
+  std::vector<ByteRange> reads;  // exact bytes read, per input
+  ByteRange write;               // bytes written (for SET_ROWS: the cache rows)
+  std::vector<OpKind> fused;     // ops a fused kernel performs besides `op` (empty when not fused)
+};
+
+// Sizes of runtime buffers, so every range is checked against its buffer when the graph is built.
+struct BufferInfo {
+  int id = -1;
+  Pool pool = Pool::ACTIVATION;
+  std::string name;
+  uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+
+class Graph {
+ public:
+  // Tensors live as long as the graph; pointers stay valid.
+  Tensor* new_tensor(std::string name, GgmlType type, std::initializer_list<int64_t> ne, int layer,
+                     Pool pool = Pool::ACTIVATION);
+  Node& add_node(OpKind op, Tensor* out, std::initializer_list<const Tensor*> src, int layer);
+
+  std::vector<Node>& nodes() { return nodes_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::deque<Tensor>& tensors() const { return tensors_; }
+  std::deque<Tensor>& tensors() { return tensors_; }
+
+  // Runtime buffers the graph refers to (KV layers, inputs, the activation arena), by id.
+  std::vector<BufferInfo> buffers;
+  const BufferInfo& buffer(int id) const;
+
+ private:
+  std::deque<Tensor> tensors_;
+  std::vector<Node> nodes_;
+};
+
+}  // namespace tt

@@ -1,0 +1,264 @@
+#include "graph/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "exec/thread_pool.h"
+#include "quant/quant.h"
+
+namespace tt {
+namespace {
+
+// [begin, end) share of n items for thread ith of nth.
+struct Range {
+  int64_t begin, end;
+};
+Range split(int64_t n, int ith, int nth) {
+  int64_t per = (n + nth - 1) / nth;
+  int64_t b = std::min<int64_t>(n, per * ith);
+  return {b, std::min<int64_t>(n, b + per)};
+}
+
+const float* row_f32(const Tensor& t, int64_t r) { return t.as<const float>() + r * t.ne[0]; }
+float* row_f32_mut(const Tensor& t, int64_t r) { return t.as<float>() + r * t.ne[0]; }
+
+void get_rows(const Node& n, const ComputeContext& ctx) {
+  const Tensor& table = *n.src[0];
+  const Tensor& out = *n.out;
+  const QuantKernels* k = find_kernels(table.type);
+  TT_CHECK(k != nullptr, "GET_ROWS from {} table '{}'", type_name(table.type), table.name);
+  const auto& rows = n.params.rows;
+  Range r = split(static_cast<int64_t>(rows.size()), ctx.ith, ctx.nth);
+  for (int64_t i = r.begin; i < r.end; ++i) {
+    const uint8_t* src = table.data + static_cast<uint64_t>(rows[i]) * table.row_size();
+    k->dequantize_row(src, row_f32_mut(out, i), table.ne[0]);
+  }
+}
+
+void rms_norm(const Node& n, const ComputeContext& ctx) {
+  const Tensor& x = *n.src[0];
+  const int64_t ne0 = x.ne[0];
+  Range r = split(x.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t i = r.begin; i < r.end; ++i) {
+    const float* in = row_f32(x, i);
+    float* out = row_f32_mut(*n.out, i);
+    double sum = 0.0;  // as ggml: squares summed in double
+    for (int64_t j = 0; j < ne0; ++j) sum += static_cast<double>(in[j] * in[j]);
+    const float mean = static_cast<float>(sum / ne0);
+    const float scale = 1.0f / std::sqrt(mean + n.params.eps);
+    for (int64_t j = 0; j < ne0; ++j) out[j] = in[j] * scale;
+  }
+}
+
+// out = a (op) b, b broadcast over a's rows when it has fewer.
+template <typename Op>
+void binary(const Node& n, const ComputeContext& ctx, Op op) {
+  const Tensor& a = *n.src[0];
+  const Tensor& b = *n.src[1];
+  const int64_t ne0 = a.ne[0];
+  const int64_t b_rows = b.n_rows();
+  Range r = split(a.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t i = r.begin; i < r.end; ++i) {
+    const float* pa = row_f32(a, i);
+    const float* pb = row_f32(b, i % b_rows);
+    float* out = row_f32_mut(*n.out, i);
+    for (int64_t j = 0; j < ne0; ++j) out[j] = op(pa[j], pb[j]);
+  }
+}
+
+size_t converted_row_bytes(const Node& n) {
+  const QuantKernels* k = find_kernels(n.src[0]->type);
+  if (!k || k->vec_dot_type == GgmlType::F32) return 0;
+  return row_bytes(k->vec_dot_type, n.src[1]->ne[0]);
+}
+
+// out[t][r] = dot(W row r, x row t). Activations are first converted to the weight's vec_dot_type (shared
+// scratch, split over threads); then output rows are split over threads, each weight row meeting every token
+// while it is in cache.
+void mul_mat(const Node& n, const ComputeContext& ctx) {
+  const Tensor& w = *n.src[0];
+  const Tensor& x = *n.src[1];
+  const Tensor& out = *n.out;
+  const QuantKernels* k = find_kernels(w.type);
+  TT_CHECK(k != nullptr, "MUL_MAT with {} weight '{}'", type_name(w.type), w.name);
+  const int64_t K = w.ne[0], N = w.ne[1], M = x.n_rows();
+  const uint8_t* y = x.data;
+  uint64_t y_row = x.row_size();
+  if (k->vec_dot_type != GgmlType::F32) {
+    y_row = converted_row_bytes(n);
+    Range r = split(M, ctx.ith, ctx.nth);
+    for (int64_t t = r.begin; t < r.end; ++t)
+      quantize_activations(k->vec_dot_type, row_f32(x, t), ctx.scratch + t * y_row, K);
+    ctx.barrier();
+    y = ctx.scratch;
+  }
+  const uint64_t w_row = w.row_size();
+  Range rows = split(N, ctx.ith, ctx.nth);
+  if (M == 1) {
+    vec_dot_rows(*k, K, rows.end - rows.begin, out.as<float>() + rows.begin, w.data + rows.begin * w_row, w_row, y);
+    return;
+  }
+  // Tiles of weight rows x tokens: the tile's weight rows stay in cache while every token of the tile uses them.
+  constexpr int64_t kRowTile = 16, kTokTile = 64;
+  float tmp[kRowTile];
+  for (int64_t t0 = 0; t0 < M; t0 += kTokTile) {
+    const int64_t t1 = std::min(M, t0 + kTokTile);
+    for (int64_t r0 = rows.begin; r0 < rows.end; r0 += kRowTile) {
+      const int64_t nr = std::min(kRowTile, rows.end - r0);
+      for (int64_t t = t0; t < t1; ++t) {
+        vec_dot_rows(*k, K, nr, tmp, w.data + r0 * w_row, w_row, y + t * y_row);
+        std::memcpy(out.as<float>() + t * N + r0, tmp, nr * sizeof(float));
+      }
+    }
+  }
+}
+
+// Rotary embedding on x = [head_dim, n_heads, n_tokens], computed as ggml does (theta advanced by repeated
+// multiplication, so the angles agree with llama.cpp's to the last bit).
+void rope(const Node& n, const ComputeContext& ctx) {
+  const Tensor& x = *n.src[0];
+  const RopeParams& p = n.params.rope;
+  const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tokens = x.ne[2];
+  const float theta_scale = std::pow(p.base, -2.0f / p.n_dims);
+  std::vector<float> cache(p.n_dims);
+  Range r = split(n_tokens, ctx.ith, ctx.nth);
+  for (int64_t t = r.begin; t < r.end; ++t) {
+    float theta = static_cast<float>(n.params.pos0 + t);
+    for (int i0 = 0; i0 < p.n_dims; i0 += 2) {
+      const float ff = p.freq_factors ? p.freq_factors[i0 / 2] : 1.0f;
+      const float angle = p.freq_scale * (theta / ff);
+      cache[i0] = std::cos(angle);
+      cache[i0 + 1] = std::sin(angle);
+      theta *= theta_scale;
+    }
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* in = x.as<const float>() + (t * n_heads + h) * head_dim;
+      float* out = n.out->as<float>() + (t * n_heads + h) * head_dim;
+      if (in != out) std::memcpy(out, in, head_dim * sizeof(float));
+      for (int i0 = 0; i0 < p.n_dims; i0 += 2) {
+        const int a = p.neox ? i0 / 2 : i0;
+        const int b = p.neox ? i0 / 2 + p.n_dims / 2 : i0 + 1;
+        const float x0 = in[a], x1 = in[b];
+        out[a] = x0 * cache[i0] - x1 * cache[i0 + 1];
+        out[b] = x0 * cache[i0 + 1] + x1 * cache[i0];
+      }
+    }
+  }
+}
+
+// Rows of x (f32) into the cache at positions pos0.., converted to the cache type.
+void set_rows(const Node& n, const ComputeContext& ctx) {
+  const Tensor& x = *n.src[0];
+  const Tensor& cache = *n.out;
+  const int64_t width = cache.ne[0];
+  const int64_t n_tokens = x.n_elements() / width;
+  Range r = split(n_tokens, ctx.ith, ctx.nth);
+  for (int64_t t = r.begin; t < r.end; ++t) {
+    const float* src = x.as<const float>() + t * width;
+    uint8_t* dst = cache.data + (n.params.pos0 + t) * cache.row_size();
+    if (cache.type == GgmlType::F16)
+      fp32_to_fp16_row(src, reinterpret_cast<uint16_t*>(dst), width);
+    else
+      std::memcpy(dst, src, width * sizeof(float));
+  }
+}
+
+// One cache row (f16 or f32) to f32.
+void load_row(const uint8_t* src, GgmlType type, float* dst, int64_t n) {
+  if (type == GgmlType::F16)
+    fp16_to_fp32_row(reinterpret_cast<const uint16_t*>(src), dst, n);
+  else
+    std::memcpy(dst, src, n * sizeof(float));
+}
+
+// Attention streamed over the cache with an online softmax (as ggml's flash-attention CPU kernel): for every
+// (token, head), one pass over positions [0, pos], never materialising the score matrix.
+// src: q view [head_dim, n_tokens, n_heads] (storage [head_dim, n_heads, n_tokens]), K and V cache views.
+void flash_attn(const Node& n, const ComputeContext& ctx) {
+  const Tensor& q = n.src[0]->storage();
+  const Tensor& kc = n.src[1]->storage();
+  const Tensor& vc = n.src[2]->storage();
+  const int64_t head_dim = q.ne[0], n_heads = q.ne[1], n_tokens = q.ne[2];
+  const int64_t kv_width = kc.ne[0];  // n_kv_heads * head_dim
+  const int64_t n_kv_heads = kv_width / head_dim;
+  const int64_t group = n_heads / n_kv_heads;
+  const float scale = n.params.scale;
+  std::vector<float> qf(head_dim), kf(head_dim), vf(head_dim), acc(head_dim);
+  Range r = split(n_tokens * n_heads, ctx.ith, ctx.nth);
+  for (int64_t item = r.begin; item < r.end; ++item) {
+    const int64_t t = item / n_heads, h = item % n_heads;
+    const int64_t kvh = h / group;
+    const int64_t last = n.params.pos0 + t;  // causal: positions 0..last
+    const float* qin = q.as<const float>() + (t * n_heads + h) * head_dim;
+    // llama.cpp converts Q to the cache type before the dot products.
+    for (int64_t d = 0; d < head_dim; ++d)
+      qf[d] = kc.type == GgmlType::F16 ? fp16_to_fp32(fp32_to_fp16(qin[d])) : qin[d];
+    float max_score = -INFINITY, sum = 0.0f;
+    // With an F16 cache, llama.cpp accumulates V in F16 (VKQ16); doing the same keeps logits within tolerance.
+    const bool f16_acc = vc.type == GgmlType::F16;
+    auto round16 = [&](float v) { return f16_acc ? fp16_to_fp32(fp32_to_fp16(v)) : v; };
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t pos = 0; pos <= last; ++pos) {
+      load_row(kc.data + pos * kc.row_size() + kvh * head_dim * (kc.row_size() / kv_width), kc.type, kf.data(),
+               head_dim);
+      float s = 0.0f;
+      for (int64_t d = 0; d < head_dim; ++d) s += qf[d] * kf[d];
+      s *= scale;
+      float ms = 1.0f, vs = 1.0f;
+      if (s > max_score) {
+        ms = std::exp(max_score - s);
+        max_score = s;
+        for (int64_t d = 0; d < head_dim; ++d) acc[d] = round16(acc[d] * ms);
+      } else {
+        vs = std::exp(s - max_score);
+      }
+      load_row(vc.data + pos * vc.row_size() + kvh * head_dim * (vc.row_size() / kv_width), vc.type, vf.data(),
+               head_dim);
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] = round16(acc[d] + vf[d] * vs);
+      sum = sum * ms + vs;
+    }
+    float* out = n.out->as<float>() + (t * n_heads + h) * head_dim;
+    for (int64_t d = 0; d < head_dim; ++d) out[d] = acc[d] / sum;
+  }
+}
+
+void swiglu(const Node& n, const ComputeContext& ctx) {
+  binary(n, ctx, [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
+}
+
+}  // namespace
+
+void ComputeContext::barrier() const {
+  if (pool && nth > 1) pool->barrier();
+}
+
+size_t scratch_bytes(const Node& node) {
+  if (node.op != OpKind::MUL_MAT) return 0;
+  return converted_row_bytes(node) * node.src[1]->n_rows();
+}
+
+void compute_node(const Node& n, const ComputeContext& ctx) {
+  switch (n.op) {
+    case OpKind::GET_ROWS: return get_rows(n, ctx);
+    case OpKind::RMS_NORM: return rms_norm(n, ctx);
+    case OpKind::MUL: return binary(n, ctx, [](float a, float b) { return a * b; });
+    case OpKind::ADD: return binary(n, ctx, [](float a, float b) { return a + b; });
+    case OpKind::MUL_MAT: return mul_mat(n, ctx);
+    case OpKind::ROPE: return rope(n, ctx);
+    case OpKind::SET_ROWS: return set_rows(n, ctx);
+    case OpKind::FLASH_ATTN_EXT: return flash_attn(n, ctx);
+    case OpKind::SWIGLU: return swiglu(n, ctx);
+    case OpKind::RESHAPE:
+    case OpKind::VIEW:
+    case OpKind::PERMUTE:
+      return;
+    case OpKind::kCount: break;
+  }
+  fail("no kernel for op {}", op_name(n.op));
+}
+
+}  // namespace tt

@@ -1,0 +1,27 @@
+// The CPU kernels of the graph's ops. Every thread of the pool calls compute_node for every node with its
+// index ith of nth; each kernel does its share and may synchronise with ctx.barrier().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "graph/graph.h"
+
+namespace tt {
+
+class ThreadPool;
+
+struct ComputeContext {
+  int ith = 0;
+  int nth = 1;
+  ThreadPool* pool = nullptr;  // for barrier(); null when single-threaded
+  uint8_t* scratch = nullptr;  // shared work memory, at least scratch_bytes(node)
+  void barrier() const;
+};
+
+// Work memory a node needs (e.g. its activations converted to the weight's vec_dot_type).
+size_t scratch_bytes(const Node& node);
+
+void compute_node(const Node& node, const ComputeContext& ctx);
+
+}  // namespace tt

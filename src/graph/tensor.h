@@ -1,0 +1,48 @@
+// A tensor as the graph sees it: shape, type and where its bytes live. Weights point into the memory-mapped
+// model file (pool MODEL_FILE, offset = absolute file offset); runtime tensors live in runtime buffers (KV cache,
+// activation arena, inputs). Tensors are contiguous; views share the bytes of the tensor they view.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gguf/ggml_type.h"
+
+namespace tt {
+
+enum class Pool : uint8_t {
+  MODEL_FILE,  // weights, read in place from the mmap
+  KV_CACHE,    // per-layer K and V buffers
+  ACTIVATION,  // intermediate results, placed in the activation arena by the allocator
+  INPUT,       // token ids, positions: written by the host before the step
+  SCRATCH,     // per-op work memory (e.g. activations quantized to Q8 for a matrix product)
+};
+const char* pool_name(Pool pool);
+
+struct Tensor {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  int64_t ne[4] = {1, 1, 1, 1};  // ggml order: ne[0] is the row length
+  Pool pool = Pool::ACTIVATION;
+  int buffer_id = -1;         // runtime buffer holding it (-1 for MODEL_FILE)
+  uint64_t offset = 0;        // MODEL_FILE: absolute file offset; else byte offset in the buffer
+  uint8_t* data = nullptr;    // set when allocated (or mapped)
+  int layer = -1;             // -1: not in a layer
+  const Tensor* view_of = nullptr;  // non-null: shares view_of's bytes (starting at view_offset)
+  uint64_t view_offset = 0;
+
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
+  uint64_t row_size() const { return row_bytes(type, ne[0]); }
+  uint64_t n_bytes() const { return row_size() * n_rows(); }
+  template <typename T>
+  T* as() const {
+    return reinterpret_cast<T*>(data);
+  }
+  // The tensor whose storage this one uses (itself unless a view).
+  const Tensor& storage() const { return view_of ? view_of->storage() : *this; }
+};
+
+std::string shape_string(const Tensor& t);  // "[64, 5]" with trailing 1s dropped
+
+}  // namespace tt

@@ -1,0 +1,53 @@
+#include "model/engine.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "graph/builder.h"
+
+namespace tt {
+
+Engine::Engine(const Model& model, EngineOptions options)
+    : model_(model), options_(options), pool_(options.n_threads), executor_(pool_) {
+  if (options_.n_ctx < 0) fail("context size must be positive, got {}", options_.n_ctx);
+  if (options_.n_ctx == 0) options_.n_ctx = std::min(model.config.n_ctx_train, 4096);
+  init_run_state(state_, model.config, options_.n_ctx, options_.kv_type);
+}
+
+std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserver* observer) {
+  step_ = std::make_unique<StepGraph>();
+  build_step_graph(*step_, model_, state_, tokens);
+  Graph& g = step_->graph;
+
+  plan_ = plan_activations(g, {step_->logits, step_->hidden});
+  state_.arena.reserve(plan_.arena_bytes);
+  state_.scratch.reserve(max_scratch_bytes(g));
+  for (BufferInfo& b : g.buffers) {
+    if (b.id == kArenaBuffer) b.data = state_.arena.data(), b.size = state_.arena.size();
+    if (b.id == kScratchBuffer) b.data = state_.scratch.data(), b.size = state_.scratch.size();
+  }
+  bind_activation_data(g, state_.arena.data(), kArenaBuffer);
+  resolve_ranges(g, model_.file->file_size());
+
+  if (observer) observer->on_graph_ready(g, plan_);
+  executor_.run(g, state_.scratch.data(), observer);
+  state_.n_past += static_cast<int32_t>(tokens.size());
+  return {step_->logits->as<const float>(), static_cast<size_t>(step_->logits->ne[0])};
+}
+
+std::span<const float> Engine::hidden() const {
+  return {step_->hidden->as<const float>(), static_cast<size_t>(step_->hidden->ne[0])};
+}
+
+uint64_t Engine::kv_cache_bytes() const {
+  uint64_t b = 0;
+  for (const auto& k : state_.k_cache) b += k->size();
+  for (const auto& v : state_.v_cache) b += v->size();
+  return b;
+}
+
+uint64_t Engine::runtime_bytes() const {
+  return kv_cache_bytes() + state_.arena.size() + state_.scratch.size() + state_.inputs.size();
+}
+
+}  // namespace tt

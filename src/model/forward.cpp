@@ -1,0 +1,131 @@
+#include "model/forward.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "graph/builder.h"
+
+namespace tt {
+
+void init_run_state(RunState& s, const ModelConfig& c, int32_t n_ctx, GgmlType kv_type) {
+  if (kv_type != GgmlType::F16 && kv_type != GgmlType::F32)
+    fail("KV cache type {} is not supported (F16 or F32)", type_name(kv_type));
+  s.n_ctx = n_ctx;
+  s.kv_type = kv_type;
+  s.k_cache.clear();
+  s.v_cache.clear();
+  const uint64_t layer_bytes = row_bytes(kv_type, c.n_embd_kv()) * n_ctx;
+  for (int il = 0; il < c.n_layer; ++il) {
+    s.k_cache.push_back(std::make_unique<AlignedBuffer>(layer_bytes));
+    s.v_cache.push_back(std::make_unique<AlignedBuffer>(layer_bytes));
+  }
+  s.n_past = 0;
+}
+
+void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<const int32_t> tokens) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  const int64_t n_tokens = static_cast<int64_t>(tokens.size());
+  const int32_t pos0 = s.n_past;
+  const int32_t n_kv = pos0 + static_cast<int32_t>(n_tokens);  // cache positions attended after this step
+  if (n_tokens == 0) fail("a step needs at least one token");
+  if (n_kv > s.n_ctx)
+    fail("context overflow: {} tokens at position {} need {} positions but the context holds {} (raise -c)",
+         n_tokens, pos0, n_kv, s.n_ctx);
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.n_vocab) fail("token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
+
+  Graph& g = out.graph;
+  // Inputs: token ids then positions.
+  s.inputs.reserve((2 * n_tokens + 1) * sizeof(int32_t));
+  auto* ids = reinterpret_cast<int32_t*>(s.inputs.data());
+  for (int64_t t = 0; t < n_tokens; ++t) ids[t] = tokens[t], ids[n_tokens + t] = pos0 + static_cast<int32_t>(t);
+  ids[2 * n_tokens] = static_cast<int32_t>(n_tokens - 1);  // the row whose logits are output
+  g.buffers.push_back({kInputBuffer, Pool::INPUT, "inputs", s.inputs.data(), s.inputs.size()});
+  g.buffers.push_back({kArenaBuffer, Pool::ACTIVATION, "activations", nullptr, 0});
+  g.buffers.push_back({kScratchBuffer, Pool::SCRATCH, "scratch", nullptr, 0});
+  std::vector<Tensor*> k_cache, v_cache;
+  for (int il = 0; il < c.n_layer; ++il) {
+    for (int kv = 0; kv < 2; ++kv) {
+      AlignedBuffer& buf = kv == 0 ? *s.k_cache[il] : *s.v_cache[il];
+      int id = kv == 0 ? k_buffer_id(il) : v_buffer_id(il);
+      std::string name = fmt::format("cache_{}_l{}", kv == 0 ? "k" : "v", il);
+      g.buffers.push_back({id, Pool::KV_CACHE, name, buf.data(), buf.size()});
+      Tensor* t = g.new_tensor(name, s.kv_type, {c.n_embd_kv(), s.n_ctx}, il, Pool::KV_CACHE);
+      t->buffer_id = id;
+      t->data = buf.data();
+      (kv == 0 ? k_cache : v_cache).push_back(t);
+    }
+  }
+
+  GraphBuilder b(g);
+  const int64_t E = c.n_embd, H = c.n_head, HKV = c.n_head_kv, D = c.head_dim;
+  const Tensor* inp_tokens = b.input("inp_tokens", GgmlType::I32, {n_tokens}, kInputBuffer, s.inputs.data(), 0);
+  const Tensor* inp_pos =
+      b.input("inp_pos", GgmlType::I32, {n_tokens}, kInputBuffer, s.inputs.data(), n_tokens * sizeof(int32_t));
+  const RopeParams rope{c.n_rot, c.rope_neox, c.rope_base, c.rope_freq_scale,
+                        w.rope_freqs ? w.rope_freqs->as<const float>() : nullptr};
+  const float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
+
+  // Token embeddings: the rows of the prompt's tokens only.
+  Tensor* x = b.get_rows(w.token_embd, inp_tokens, {tokens.begin(), tokens.end()}, "embd");
+
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& l = w.layers[il];
+    b.set_layer(il);
+    const Tensor* inp_sa = x;  // residual stream entering the block
+
+    // Attention: pre-norm, projections (+ biases where the model has them), rotary positions.
+    Tensor* cur = b.mul(b.rms_norm(x, c.rms_eps, b.name("norm")), l.attn_norm, b.name("attn_norm"));
+    Tensor* q = b.mul_mat(l.wq, cur, b.name("Qcur"));
+    if (l.bq) q = b.add(q, l.bq, b.name("Qcur"));
+    q = b.rope(b.reshape(q, {D, H, n_tokens}, b.name("Qcur")), inp_pos, rope, pos0, b.name("Qcur"));
+    Tensor* v = b.mul_mat(l.wv, cur, b.name("Vcur"));
+    if (l.bv) v = b.add(v, l.bv, b.name("Vcur"));
+    v = b.reshape(v, {D, HKV, n_tokens}, b.name("Vcur"));
+    Tensor* k = b.mul_mat(l.wk, cur, b.name("Kcur"));
+    if (l.bk) k = b.add(k, l.bk, b.name("Kcur"));
+    k = b.rope(b.reshape(k, {D, HKV, n_tokens}, b.name("Kcur")), inp_pos, rope, pos0, b.name("Kcur"));
+
+    // Store this step's K and V in the cache (converted to the cache type).
+    const std::string kc = k_cache[il]->name, vc = v_cache[il]->name;
+    b.set_rows(k_cache[il], b.view(k, {D * HKV, n_tokens}, b.name("Kcur") + " (view)"), pos0, kc + " (view)");
+    b.set_rows(v_cache[il], b.view(v, {D * HKV, n_tokens}, b.name("Vcur") + " (view)"), pos0, vc + " (view)");
+
+    // softmax(Q K^T / sqrt(d) + causal mask) V over every cached position, per head (KV heads shared by groups).
+    const Tensor* qp = b.permute(b.view(q, {D, H, n_tokens}, b.name("Qcur") + " (view)"), {D, n_tokens, H},
+                                 b.name("Qcur") + " (view) (permuted)");
+    const Tensor* kp = b.permute(b.view(k_cache[il], {D, HKV, n_kv}, kc + " (view)"), {D, n_kv, HKV},
+                                 kc + " (view) (permuted)");
+    const Tensor* vp = b.permute(b.view(v_cache[il], {D, HKV, n_kv}, vc + " (view)"), {D, n_kv, HKV},
+                                 vc + " (view) (permuted)");
+    Tensor* attn = b.flash_attn(qp, kp, vp, pos0, n_kv, kq_scale, b.name("fattn"));
+    cur = b.mul_mat(l.wo, b.reshape(attn, {E, n_tokens}, b.name("kqv_out")), b.name("attn_out"));
+
+    // Last layer: only the last token's logits are needed, so only its row continues.
+    if (il == c.n_layer - 1 && n_tokens > 1) {
+      const int32_t last = static_cast<int32_t>(n_tokens - 1);
+      const Tensor* out_ids =
+          b.input("inp_out_ids", GgmlType::I32, {1}, kInputBuffer, s.inputs.data(), 2 * n_tokens * sizeof(int32_t));
+      cur = b.get_rows(cur, out_ids, {last}, b.name("attn_out_last"));
+      inp_sa = b.get_rows(inp_sa, out_ids, {last}, b.name("inp_last"));
+    }
+    Tensor* ffn_inp = b.add(cur, inp_sa, b.name("ffn_inp"));
+
+    // Feed-forward: pre-norm, SwiGLU, down projection, residual.
+    cur = b.mul(b.rms_norm(ffn_inp, c.rms_eps, b.name("norm")), l.ffn_norm, b.name("ffn_norm"));
+    Tensor* gate = b.mul_mat(l.ffn_gate, cur, b.name("ffn_gate"));
+    Tensor* up = b.mul_mat(l.ffn_up, cur, b.name("ffn_up"));
+    cur = b.mul_mat(l.ffn_down, b.swiglu(gate, up, b.name("ffn_swiglu")), b.name("ffn_out"));
+    x = b.add(cur, ffn_inp, b.name("l_out"));
+  }
+  b.set_layer(-1);
+
+  // Final norm and the output projection (the embedding matrix when tied).
+  Tensor* hidden = b.mul(b.rms_norm(x, c.rms_eps, "norm"), w.output_norm, "result_norm");
+  out.hidden = hidden;
+  out.logits = b.mul_mat(w.output, hidden, "result_output");
+}
+
+}  // namespace tt

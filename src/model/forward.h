@@ -1,0 +1,42 @@
+// The forward pass of llama-family models as a graph per step.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "graph/graph.h"
+#include "model/model.h"
+
+namespace tt {
+
+// Buffer ids in every step graph.
+enum : int { kInputBuffer = 0, kArenaBuffer = 1, kScratchBuffer = 2, kFirstKvBuffer = 3 };
+inline int k_buffer_id(int layer) { return kFirstKvBuffer + 2 * layer; }
+inline int v_buffer_id(int layer) { return kFirstKvBuffer + 2 * layer + 1; }
+
+// What persists across steps: the KV cache, and the buffers steps reuse.
+struct RunState {
+  int32_t n_ctx = 0;
+  GgmlType kv_type = GgmlType::F16;
+  std::vector<std::unique_ptr<AlignedBuffer>> k_cache, v_cache;  // per layer: [n_embd_kv, n_ctx] of kv_type
+  AlignedBuffer inputs;   // token ids, then positions (int32)
+  AlignedBuffer arena;    // activations
+  AlignedBuffer scratch;  // per-op work memory
+  int32_t n_past = 0;     // positions already in the cache
+};
+
+void init_run_state(RunState& s, const ModelConfig& c, int32_t n_ctx, GgmlType kv_type);
+
+struct StepGraph {
+  Graph graph;
+  const Tensor* logits = nullptr;  // [n_vocab] of the last token
+  const Tensor* hidden = nullptr;  // result_norm: final normalised hidden state of the last token
+};
+
+// Builds the graph that evaluates `tokens` at positions [s.n_past, s.n_past + n), writes the input buffer and
+// describes the runtime buffers. Does not allocate activations (the allocator does).
+void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<const int32_t> tokens);
+
+}  // namespace tt

@@ -1,0 +1,114 @@
+#include "model/weights.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "quant/quant.h"
+
+namespace tt {
+namespace {
+
+std::string dims_string(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+class Binder {
+ public:
+  Binder(const GgufFile& f, ModelWeights& w) : f_(f), w_(w) {}
+
+  // Required unless `optional`; shape in ggml order.
+  const Tensor* bind(const std::string& name, std::vector<int64_t> shape, bool optional = false, int layer = -1) {
+    const GgufTensorInfo* info = f_.find_tensor(name);
+    if (!info) {
+      if (optional) return nullptr;
+      fail("{}: required tensor '{}' is missing", f_.path(), name);
+    }
+    std::vector<int64_t> got = info->shape();
+    while (got.size() > shape.size() && got.back() == 1) got.pop_back();
+    if (got != shape)
+      fail("{}: {}: expected {}, got {}", f_.path(), name, dims_string(shape), dims_string(info->shape()));
+    if (!find_kernels(info->type))
+      fail("{}: tensor '{}' has type {}, which this engine does not implement", f_.path(), name,
+           type_name(info->type));
+    used_.insert(name);
+    Tensor& t = w_.views.emplace_back();
+    t.name = name;
+    t.type = info->type;
+    for (int d = 0; d < 4; ++d) t.ne[d] = info->ne[d];
+    t.pool = Pool::MODEL_FILE;
+    t.offset = info->offset;
+    t.data = const_cast<uint8_t*>(f_.tensor_data(*info));
+    t.layer = layer;
+    return &t;
+  }
+
+  // Vectors applied elementwise (norm weights, biases) must be F32.
+  const Tensor* bind_f32(const std::string& name, std::vector<int64_t> shape, bool optional = false, int layer = -1) {
+    const Tensor* t = bind(name, std::move(shape), optional, layer);
+    if (t && t->type != GgmlType::F32)
+      fail("{}: tensor '{}' has type {}, expected F32", f_.path(), name, type_name(t->type));
+    return t;
+  }
+
+  std::vector<std::string> unused() const {
+    std::vector<std::string> out;
+    for (const GgufTensorInfo& t : f_.tensors())
+      if (!used_.count(t.name)) out.push_back(t.name);
+    return out;
+  }
+
+ private:
+  const GgufFile& f_;
+  ModelWeights& w_;
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+ModelWeights bind_weights(const GgufFile& f, ModelConfig& c) {
+  ModelWeights w;
+  Binder b(f, w);
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (!embd) fail("{}: required tensor 'token_embd.weight' is missing", f.path());
+  c.n_vocab = static_cast<int32_t>(embd->ne[1]);
+  const int64_t E = c.n_embd, KV = c.n_embd_kv(), F = c.n_ff, V = c.n_vocab;
+  w.token_embd = b.bind("token_embd.weight", {E, V});
+  w.output_norm = b.bind_f32("output_norm.weight", {E});
+  w.output = b.bind("output.weight", {E, V}, /*optional=*/true);
+  if (!w.output) {
+    w.output = w.token_embd;
+    w.output_tied = true;
+    w.notes.push_back("output.weight absent: output tied to token_embd.weight");
+  }
+  w.rope_freqs = b.bind_f32("rope_freqs.weight", {c.n_rot / 2}, /*optional=*/true);
+  if (w.rope_freqs) w.notes.push_back("rope_freqs.weight present: per-dimension rope frequency factors");
+  const bool biases = c.arch == Architecture::QWEN2;
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = fmt::format("blk.{}.", il);
+    LayerWeights& l = w.layers.emplace_back();
+    l.attn_norm = b.bind_f32(p + "attn_norm.weight", {E}, false, il);
+    l.wq = b.bind(p + "attn_q.weight", {E, E}, false, il);
+    l.wk = b.bind(p + "attn_k.weight", {E, KV}, false, il);
+    l.wv = b.bind(p + "attn_v.weight", {E, KV}, false, il);
+    l.wo = b.bind(p + "attn_output.weight", {E, E}, false, il);
+    // qwen2 requires Q/K/V biases; llama files may carry them too (optional).
+    l.bq = b.bind_f32(p + "attn_q.bias", {E}, !biases, il);
+    l.bk = b.bind_f32(p + "attn_k.bias", {KV}, !biases, il);
+    l.bv = b.bind_f32(p + "attn_v.bias", {KV}, !biases, il);
+    l.ffn_norm = b.bind_f32(p + "ffn_norm.weight", {E}, false, il);
+    l.ffn_gate = b.bind(p + "ffn_gate.weight", {E, F}, false, il);
+    l.ffn_up = b.bind(p + "ffn_up.weight", {E, F}, false, il);
+    l.ffn_down = b.bind(p + "ffn_down.weight", {F, E}, false, il);
+  }
+  std::vector<std::string> unused = b.unused();
+  if (!unused.empty())
+    fail("{}: {} tensor(s) not used by the {} architecture, e.g. '{}' (wrong architecture or layer count?)", f.path(),
+         unused.size(), c.arch_name, unused.front());
+  return w;
+}
+
+}  // namespace tt

@@ -1,0 +1,44 @@
+// The model's weights: non-owning views into the memory-mapped GGUF file, bound by name with shape checks.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "graph/tensor.h"
+#include "model/config.h"
+
+namespace tt {
+
+struct LayerWeights {
+  const Tensor* attn_norm = nullptr;  // [n_embd]
+  const Tensor* wq = nullptr;         // [n_embd, n_embd]
+  const Tensor* wk = nullptr;         // [n_embd, n_embd_kv]
+  const Tensor* wv = nullptr;         // [n_embd, n_embd_kv]
+  const Tensor* wo = nullptr;         // [n_embd, n_embd]
+  const Tensor* bq = nullptr;         // [n_embd]     optional (qwen2 has it)
+  const Tensor* bk = nullptr;         // [n_embd_kv]  optional
+  const Tensor* bv = nullptr;         // [n_embd_kv]  optional
+  const Tensor* ffn_norm = nullptr;   // [n_embd]
+  const Tensor* ffn_gate = nullptr;   // [n_embd, n_ff]
+  const Tensor* ffn_up = nullptr;     // [n_embd, n_ff]
+  const Tensor* ffn_down = nullptr;   // [n_ff, n_embd]
+};
+
+struct ModelWeights {
+  const Tensor* token_embd = nullptr;   // [n_embd, n_vocab]
+  const Tensor* output_norm = nullptr;  // [n_embd]
+  const Tensor* output = nullptr;       // [n_embd, n_vocab]; the embedding itself when tied
+  bool output_tied = false;             // output.weight absent: logits use token_embd
+  const Tensor* rope_freqs = nullptr;   // [n_rot / 2] optional frequency factors
+  std::vector<LayerWeights> layers;
+  std::deque<Tensor> views;             // storage of the Tensor views above
+  std::vector<std::string> notes;       // what binding found (tied output, optional tensors), for run.json
+};
+
+// Binds every tensor the architecture needs; errors name the tensor ("blk.3.attn_k.weight: expected [2048, 256],
+// got [256, 2048]"), missing tensors, types without kernels, and tensors the architecture does not use.
+ModelWeights bind_weights(const GgufFile& file, ModelConfig& config);
+
+}  // namespace tt

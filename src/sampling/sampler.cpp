@@ -1,0 +1,88 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace tt {
+
+void SamplingParams::validate() const {
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) fail("--temp must be >= 0, got {}", temperature);
+  if (!(top_p > 0.0f && top_p <= 1.0f)) fail("--top-p must be in (0, 1], got {}", top_p);
+  if (!(min_p >= 0.0f && min_p < 1.0f)) fail("--min-p must be in [0, 1), got {}", min_p);
+  if (!(repeat_penalty > 0.0f) || !std::isfinite(repeat_penalty))
+    fail("--repeat-penalty must be > 0, got {}", repeat_penalty);
+  if (repeat_last_n < 0) fail("--repeat-last-n must be >= 0, got {}", repeat_last_n);
+}
+
+int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+Sampler::Sampler(SamplingParams params) : params_(params), rng_(params.seed) { params_.validate(); }
+
+void Sampler::accept(int32_t token) {
+  if (params_.repeat_last_n == 0) return;
+  recent_.push_back(token);
+  while (static_cast<int32_t>(recent_.size()) > params_.repeat_last_n) recent_.pop_front();
+}
+
+SampleResult Sampler::sample(std::span<const float> logits) {
+  const int32_t n = static_cast<int32_t>(logits.size());
+  candidates_.resize(n);
+  for (int32_t i = 0; i < n; ++i) candidates_[i] = {logits[i], i};
+
+  // Repetition penalty on tokens seen recently (llama.cpp: divide positive logits, multiply negative ones).
+  if (params_.repeat_penalty != 1.0f) {
+    for (int32_t t : recent_) {
+      if (t < 0 || t >= n) continue;
+      float& l = candidates_[t].first;
+      l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    }
+  }
+  if (params_.temperature <= 0.0f) {
+    auto best = std::max_element(candidates_.begin(), candidates_.end(),
+                                 [](const auto& a, const auto& b) { return a.first < b.first; });
+    return {best->second, 1.0f};
+  }
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  // Top-k.
+  size_t keep = candidates_.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) keep = params_.top_k;
+  std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+  candidates_.resize(keep);
+  // Softmax over the kept candidates (before temperature, as llama.cpp's top-p/min-p do).
+  auto softmax = [&](float temp, std::vector<float>& p) {
+    p.resize(candidates_.size());
+    const float max_l = candidates_.front().first;
+    double sum = 0;
+    for (size_t i = 0; i < candidates_.size(); ++i) sum += p[i] = std::exp((candidates_[i].first - max_l) / temp);
+    for (float& x : p) x = static_cast<float>(x / sum);
+  };
+  std::vector<float> probs;
+  // Top-p: the smallest prefix whose probability reaches top_p.
+  if (params_.top_p < 1.0f) {
+    softmax(1.0f, probs);
+    double cum = 0;
+    size_t k = 0;
+    while (k < probs.size()) {
+      cum += probs[k++];
+      if (cum >= params_.top_p) break;
+    }
+    candidates_.resize(std::max<size_t>(k, 1));
+  }
+  // Min-p: drop candidates below min_p times the best one's probability.
+  if (params_.min_p > 0.0f) {
+    const float threshold = candidates_.front().first + std::log(params_.min_p);
+    size_t k = 1;
+    while (k < candidates_.size() && candidates_[k].first >= threshold) ++k;
+    candidates_.resize(k);
+  }
+  softmax(params_.temperature, probs);
+  std::discrete_distribution<size_t> dist(probs.begin(), probs.end());
+  size_t pick = dist(rng_);
+  return {candidates_[pick].second, probs[pick]};
+}
+
+}  // namespace tt

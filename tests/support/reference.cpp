@@ -1,0 +1,56 @@
+#include "support/reference.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "support/paths.h"
+
+namespace tt::test {
+
+std::vector<std::string> greedy_models() {
+  std::vector<std::string> out;
+  std::filesystem::path dir = shared_path("reference/greedy");
+  if (!std::filesystem::exists(dir)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_directory() && std::filesystem::exists(e.path() / "greedy.json")) out.push_back(e.path().filename());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+static std::vector<float> read_f32(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary | std::ios::ate);
+  if (!f) throw std::runtime_error("cannot read " + p.string());
+  std::vector<float> v(static_cast<size_t>(f.tellg()) / sizeof(float));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  return v;
+}
+
+std::vector<GreedyCase> load_greedy_cases(const std::string& model) {
+  std::filesystem::path dir = std::filesystem::path(shared_path("reference/greedy")) / model;
+  std::ifstream f(dir / "greedy.json");
+  nlohmann::json j = nlohmann::json::parse(f);
+  std::vector<GreedyCase> cases;
+  for (const auto& r : j) {
+    GreedyCase c;
+    c.index = r["index"];
+    c.prompt = r["prompt"];
+    c.prompt_tokens = r["prompt_tokens"].get<std::vector<int32_t>>();
+    c.greedy_tokens = r["greedy_tokens"].get<std::vector<int32_t>>();
+    std::string hex = r["greedy_text_hex"];
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) c.greedy_bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    c.first_logits = read_f32(dir / r["first_logits"].get<std::string>());
+    for (const auto& step : r["top5_per_step"]) {
+      std::vector<std::pair<int32_t, float>> s;
+      for (const auto& e : step) s.emplace_back(e[0].get<int32_t>(), e[1].get<float>());
+      c.top5.push_back(std::move(s));
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+}  // namespace tt::test
