@@ -125,7 +125,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
       const int64_t ty = v.is_signed() ? v.i : static_cast<int64_t>(v.u);
       tok.type = (ty >= 0 && ty <= 6) ? static_cast<TokenType>(ty) : TokenType::UNDEFINED;
     }
-    t->token_to_id_[tok.text] = static_cast<int32_t>(i);  // a repeated text maps to its last id, as in llama.cpp
+    t->token_to_id_.insert(tok.text, static_cast<int32_t>(i),
+                           /*overwrite=*/true);  // a repeated text maps to its last id, as in llama.cpp
   }
 
   // Type-specific defaults.
@@ -152,7 +153,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
       key.assign(reinterpret_cast<const char*>(&llen), 4);
       key.append(m, 0, pos);
       key.append(m, pos + 1);
-      t->merge_rank_.emplace(key, static_cast<int32_t>(i));  // first rank wins
+      t->merge_rank_.insert(key, static_cast<int32_t>(i), /*overwrite=*/false);  // first rank wins
     }
     auto pre = f.get_string("tokenizer.ggml.pre");
     if (!pre) {
@@ -218,7 +219,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   std::vector<int32_t> eog;
   for (int32_t id = 0; id < static_cast<int32_t>(n); ++id) {
     const std::string& text = t->tokens_[id].text;
-    if (t->token_to_id_.find(text)->second != id) continue;  // only the id the text maps to, as llama.cpp
+    if (text.size() < 5 || text.size() > 30 || (text[0] != '<' && text[0] != '_')) continue;
+    if (t->token_to_id_.find(text) != id) continue;  // only the id the text maps to, as llama.cpp
     if (t->eot_ < 0 && in(text, kEotTexts)) {
       t->eot_ = id;
       make_control(id);
@@ -265,10 +267,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   return t;
 }
 
-int32_t Tokenizer::text_to_token(std::string_view text) const {
-  const auto it = token_to_id_.find(text);
-  return it == token_to_id_.end() ? -1 : it->second;
-}
+int32_t Tokenizer::text_to_token(std::string_view text) const { return token_to_id_.find(text); }
 
 int32_t Tokenizer::token_id(std::string_view text) const { return text_to_token(text); }
 
@@ -303,8 +302,7 @@ int Tokenizer::rank(std::string_view left, std::string_view right, std::string& 
   key.assign(reinterpret_cast<const char*>(&llen), 4);
   key.append(left);
   key.append(right);
-  const auto it = merge_rank_.find(std::string_view(key));
-  return it == merge_rank_.end() ? -1 : it->second;
+  return merge_rank_.find(key);
 }
 
 // ---- SentencePiece-style BPE (llama.cpp's llm_tokenizer_spm) ----

@@ -10,8 +10,9 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "tokenizer/string_table.h"
 
 namespace tt {
 
@@ -73,11 +74,6 @@ class Tokenizer {
 
  private:
   Tokenizer();
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
   int32_t text_to_token(std::string_view text) const;
   int32_t byte_to_token(uint8_t byte) const;
@@ -96,8 +92,8 @@ class Tokenizer {
   Kind kind_ = Kind::SPM;
   std::string model_, pre_;
   std::vector<Token> tokens_;
-  TokenMap token_to_id_;
-  TokenMap merge_rank_;  // key: 4-byte length of left, left, right
+  StringTable token_to_id_;
+  StringTable merge_rank_;  // key: 4-byte length of left, left, right
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   bool ignore_merges_ = false;
   std::vector<int32_t> special_tokens_;  // CONTROL/USER_DEFINED/UNKNOWN, longest text first

@@ -77,13 +77,16 @@ namespace {
 struct ByteMap {
   std::array<std::string, 256> to_utf8;
   std::array<uint32_t, 256> to_cpt{};
+  std::array<int16_t, 256 + 68> from_cpt{};
   ByteMap() {
+    from_cpt.fill(-1);
     // Printable bytes keep their own code point; the rest are numbered from U+0100 in byte order.
     uint32_t next = 256;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       to_cpt[b] = printable ? static_cast<uint32_t>(b) : next++;
       append_utf8(to_utf8[b], to_cpt[b]);
+      from_cpt[to_cpt[b]] = static_cast<int16_t>(b);
     }
   }
 };
@@ -98,16 +101,8 @@ const ByteMap& byte_map() {
 const std::string& byte_to_utf8(uint8_t byte) { return byte_map().to_utf8[byte]; }
 
 int utf8_cpt_to_byte(uint32_t cpt) {
-  if (cpt < 256) {
-    const bool printable = (cpt >= 0x21 && cpt <= 0x7E) || (cpt >= 0xA1 && cpt <= 0xAC) || (cpt >= 0xAE && cpt <= 0xFF);
-    return printable ? static_cast<int>(cpt) : -1;
-  }
-  if (cpt < 256 + 68) {
-    const auto& m = byte_map().to_cpt;
-    for (int b = 0; b < 256; ++b)
-      if (m[b] == cpt) return b;
-  }
-  return -1;
+  const auto& m = byte_map().from_cpt;
+  return cpt < m.size() ? m[cpt] : -1;
 }
 
 }  // namespace tt::unicode
