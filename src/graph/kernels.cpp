@@ -218,7 +218,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
       }
       load_row(vc.data + pos * vc.row_size() + kvh * head_dim * (vc.row_size() / kv_width), vc.type, vf.data(),
                head_dim);
-      for (int64_t d = 0; d < head_dim; ++d) acc[d] = round16(acc[d] + vf[d] * vs);
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] = round16(std::fma(vf[d], vs, acc[d]));
       sum = sum * ms + vs;
     }
     float* out = n.out->as<float>() + (t * n_heads + h) * head_dim;
