@@ -39,13 +39,23 @@ testing::AssertionResult Rejects(const Bytes& bytes, std::initializer_list<std::
   return testing::AssertionFailure() << "the reader accepted the file";
 }
 
-std::unique_ptr<GgufFile> Accepts(const Bytes& bytes) {
+// A parsed file together with its bytes, which must outlive it.
+struct Parsed {
+  Bytes bytes;
+  std::unique_ptr<GgufFile> file;
+  explicit operator bool() const { return file != nullptr; }
+  const GgufFile* operator->() const { return file.get(); }
+  const GgufFile& operator*() const { return *file; }
+};
+
+Parsed Accepts(Bytes bytes) {
+  Parsed p{std::move(bytes), nullptr};
   try {
-    return GgufFile::parse(bytes, "valid.gguf");
+    p.file = GgufFile::parse(p.bytes, "valid.gguf");
   } catch (const Error& e) {
     ADD_FAILURE() << "rejected: " << e.what();
-    return nullptr;
   }
+  return p;
 }
 
 void put_u32(Bytes& b, uint64_t at, uint32_t v) {
