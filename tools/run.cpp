@@ -1,4 +1,5 @@
-// tensortrace run -m MODEL -p PROMPT [...]: generate text (llama.cpp's flag conventions).
+// tensortrace run -m MODEL -p PROMPT [...]: generate text (llama.cpp's flag conventions) and trace it into a run
+// directory (docs/run-directory.md).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -7,22 +8,18 @@
 #include <thread>
 
 #include "core/error.h"
-#include "model/generate.h"
-#include "tokenizer/tokenizer.h"
+#include "trace/experiment.h"
 #include "tools/command.h"
 
 namespace tt::cli {
 namespace {
 
 struct RunArgs {
-  std::string model;
-  std::string prompt;
+  ExperimentOptions exp;
   std::string prompt_file;
-  int32_t n_predict = 64;
   int threads = 0;
-  int32_t ctx = 0;
   std::string kv_type = "f16";
-  SamplingParams sampling;
+  bool no_trace = false;
 };
 
 std::string read_text_file(const std::string& path) {
@@ -33,66 +30,74 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-int run(const RunArgs& a) {
-  if (a.prompt.empty() == a.prompt_file.empty()) fail("give exactly one of -p PROMPT or -f PROMPT_FILE");
-  const std::string prompt = a.prompt_file.empty() ? a.prompt : read_text_file(a.prompt_file);
-  const int threads = a.threads > 0 ? a.threads : std::max(1u, std::thread::hardware_concurrency());
-  a.sampling.validate();
+int run(RunArgs a) {
+  ExperimentOptions& o = a.exp;
+  if (o.prompt.empty() == a.prompt_file.empty()) fail("give exactly one of -p PROMPT or -f PROMPT_FILE");
+  if (!a.prompt_file.empty()) o.prompt = read_text_file(a.prompt_file);
+  o.n_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::optional<GgmlType> kv = type_from_name(a.kv_type);
   if (!kv || (*kv != GgmlType::F16 && *kv != GgmlType::F32))
     fail("--kv-type must be f16 or f32, got '{}'", a.kv_type);
+  o.kv_type = *kv;
+  o.trace = !a.no_trace;
+  if (a.no_trace && !o.run_dir.empty()) fail("-o and --no-trace contradict each other");
 
-  const uint64_t t_load0 = now_ns();
-  fmt::print(stderr, "loading {} ...\n", a.model);
-  std::unique_ptr<Model> model = load_model(a.model);
-  Engine engine(*model, {a.ctx, threads, *kv});
-  const uint64_t t_load1 = now_ns();
-
-  GenerateOptions go;
-  go.prompt_tokens = model->tokenizer->encode(prompt, /*add_special=*/true);
-  go.n_predict = a.n_predict;
-  go.sampling = a.sampling;
-  fmt::print(stderr, "model: {} ({}, {} layers, dim {}), {} threads, context {}, prompt {} tokens\n",
-             model->config.name, model->config.arch_name, model->config.n_layer, model->config.n_embd, threads,
-             engine.n_ctx(), go.prompt_tokens.size());
-  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
   std::fflush(stdout);
-  GenerateResult r = generate(engine, go, nullptr, [](std::string_view piece) {
+  ExperimentResult r = run_experiment(o, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
   std::fputc('\n', stdout);
+  std::fflush(stdout);
+
+  const GenerateResult& g = r.generation;
   uint64_t gen_ns = 0;
-  for (uint64_t s : r.step_ns) gen_ns += s;
-  const size_t n_gen_evals = r.step_ns.size();
-  fmt::print(stderr, "load: {:.1f} ms\n", (t_load1 - t_load0) / 1e6);
-  fmt::print(stderr, "prompt: {} tokens in {:.2f} ms ({:.1f} tokens/s)\n", go.prompt_tokens.size(), r.prompt_ns / 1e6,
-             go.prompt_tokens.size() / (r.prompt_ns / 1e9));
-  if (n_gen_evals > 0)
-    fmt::print(stderr, "generation: {} tokens, {} steps in {:.2f} ms ({:.1f} tokens/s)\n", r.tokens.size(),
-               n_gen_evals, gen_ns / 1e6, n_gen_evals / (gen_ns / 1e9));
-  fmt::print(stderr, "memory beyond the model file: {:.2f} MiB (KV cache {:.2f} MiB)\n",
-             engine.runtime_bytes() / 1048576.0, engine.kv_cache_bytes() / 1048576.0);
+  for (uint64_t s : g.step_ns) gen_ns += s;
+  fmt::print(stderr, "load: {:.1f} ms\n", r.load_ns / 1e6);
+  fmt::print(stderr, "prompt: {} tokens in {:.2f} ms ({:.1f} tokens/s)\n", r.prompt_tokens.size(), g.prompt_ns / 1e6,
+             r.prompt_tokens.size() / (g.prompt_ns / 1e9));
+  if (!g.step_ns.empty())
+    fmt::print(stderr, "generation: {} tokens, {} decode steps in {:.2f} ms ({:.1f} tokens/s)\n", g.tokens.size(),
+               g.step_ns.size(), gen_ns / 1e6, g.step_ns.size() / (gen_ns / 1e9));
+  fmt::print(stderr, "memory beyond the model file: {:.2f} MiB (KV cache {:.2f} MiB)\n", r.runtime_bytes / 1048576.0,
+             r.kv_cache_bytes / 1048576.0);
+  if (!r.run_dir.empty()) {
+    const auto& t = r.run_json["trace"];
+    fmt::print(stderr, "trace: {} ops, {} steps, {:.2f} MiB -> {}\n", t["ops"].get<uint64_t>(),
+               t["steps"].get<uint64_t>(), t["trace_bytes"].get<uint64_t>() / 1048576.0, r.run_dir);
+    fmt::print(stderr, "look at it:\n  tensortrace dump {} --limit 20\n  tensortrace serve {}\n", r.run_dir, r.run_dir);
+  }
   return 0;
 }
 
-RegisterCommand reg("run", "Generate text from a prompt", 20, [](CLI::App& cmd) {
+RegisterCommand reg("run", "Generate text from a prompt and trace every op into a run directory", 20,
+                    [](CLI::App& cmd) {
   auto a = std::make_shared<RunArgs>();
-  cmd.add_option("-m,--model", a->model, "GGUF model file")->required();
-  cmd.add_option("-p,--prompt", a->prompt, "Prompt text");
+  ExperimentOptions& o = a->exp;
+  cmd.set_config("--config", "", "Read options from a TOML/INI settings file (same names as the long options)");
+  cmd.add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  cmd.add_option("-p,--prompt", o.prompt, "Prompt text");
   cmd.add_option("-f,--file", a->prompt_file, "Read the prompt from a file");
-  cmd.add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd.add_option("-n,--n-predict", o.n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 20));
   cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
-  cmd.add_option("-c,--ctx-size", a->ctx, "Context size (default: the model's, at most 4096)")
+  cmd.add_option("-c,--ctx-size", o.n_ctx, "Context size (default: the model's, at most 4096)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd.add_option("-s,--seed", a->sampling.seed, "Sampling seed");
-  cmd.add_option("--temp", a->sampling.temperature, "Temperature (0: greedy)");
-  cmd.add_option("--top-k", a->sampling.top_k, "Top-k (0: off)");
-  cmd.add_option("--top-p", a->sampling.top_p, "Top-p (1: off)");
-  cmd.add_option("--min-p", a->sampling.min_p, "Min-p (0: off)");
-  cmd.add_option("--repeat-penalty", a->sampling.repeat_penalty, "Repetition penalty (1: off)");
-  cmd.add_option("--repeat-last-n", a->sampling.repeat_last_n, "Tokens the repetition penalty looks back");
+  cmd.add_option("-s,--seed", o.sampling.seed, "Sampling seed");
+  cmd.add_option("--temp", o.sampling.temperature, "Temperature (0: greedy)");
+  cmd.add_option("--top-k", o.sampling.top_k, "Top-k (0: off)");
+  cmd.add_option("--top-p", o.sampling.top_p, "Top-p (1: off)");
+  cmd.add_option("--min-p", o.sampling.min_p, "Min-p (0: off)");
+  cmd.add_option("--repeat-penalty", o.sampling.repeat_penalty, "Repetition penalty (1: off)");
+  cmd.add_option("--repeat-last-n", o.sampling.repeat_last_n, "Tokens the repetition penalty looks back");
   cmd.add_option("--kv-type", a->kv_type, "KV cache type: f16 or f32");
+  cmd.add_option("-o,--output", o.run_dir, "Run directory (default: runs/<date-time>-<model>)");
+  cmd.add_flag("--no-trace", a->no_trace, "Do not trace (no run directory)");
+  cmd.add_flag("--trace-values", o.trace_options.values, "Record min/max/mean/NaN/Inf/hash of every op's output");
+  cmd.add_flag("--check-finite", o.trace_options.check_finite, "Stop at the first op producing NaN or Inf");
+  cmd.add_option("--logit-top-k", o.trace_options.logit_top_k, "Tokens in each step's logit landscape")
+      ->check(CLI::Range(1, 1000));
+  cmd.add_flag("!--no-progress", o.progress, "No progress lines on stderr");
   return [a]() { return run(*a); };
 });
 

@@ -1,0 +1,172 @@
+#include "trace/experiment.h"
+
+#include <fmt/chrono.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "gguf/memory_map.h"
+#include "quant/quant.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tt {
+
+using nlohmann::json;
+
+namespace {
+
+json host_json() {
+  std::string cpu;
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  struct utsname u {};
+  uname(&u);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return {{"hostname", host},
+          {"cpu", cpu},
+          {"cores", sysconf(_SC_NPROCESSORS_ONLN)},
+          {"memory_bytes", static_cast<uint64_t>(pages) * page},
+          {"kernel", std::string(u.sysname) + " " + u.release},
+          {"kernel_isa", kernel_isa()}};
+}
+
+std::string iso_now() {
+  auto now = std::chrono::system_clock::now();
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}Z", fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
+}
+
+json config_json(const ModelConfig& c) {
+  return {{"architecture", c.arch_name}, {"name", c.name},          {"n_vocab", c.n_vocab},
+          {"n_ctx_train", c.n_ctx_train}, {"n_embd", c.n_embd},      {"n_layer", c.n_layer},
+          {"n_ff", c.n_ff},               {"n_head", c.n_head},      {"n_head_kv", c.n_head_kv},
+          {"head_dim", c.head_dim},       {"n_rot", c.n_rot},        {"rope_base", c.rope_base},
+          {"rope_freq_scale", c.rope_freq_scale}, {"rope_neox", c.rope_neox}, {"rms_eps", c.rms_eps}};
+}
+
+}  // namespace
+
+std::string default_run_dir(const std::string& model_path) {
+  auto now = std::chrono::system_clock::now();
+  return fmt::format("runs/{:%Y%m%d-%H%M%S}-{}", fmt::localtime(std::chrono::system_clock::to_time_t(now)),
+                     std::filesystem::path(model_path).stem().string());
+}
+
+ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<void(std::string_view)>& on_text) {
+  ExperimentResult result;
+  const uint64_t t0 = now_ns();
+  o.sampling.validate();
+  std::unique_ptr<RunDirWriter> dir;
+  if (o.trace) dir = std::make_unique<RunDirWriter>(o.run_dir.empty() ? default_run_dir(o.model_path) : o.run_dir);
+
+  if (o.progress) fmt::print(stderr, "loading {} ...\n", o.model_path);
+  std::unique_ptr<Model> model = load_model(o.model_path);
+  Engine engine(*model, {o.n_ctx, o.n_threads, o.kv_type});
+  result.load_ns = now_ns() - t0;
+  result.prompt_tokens = model->tokenizer->encode(o.prompt, /*add_special=*/true);
+  if (o.progress)
+    fmt::print(stderr, "model: {} ({}, {} layers, dim {}, {} kernels), {} threads, context {}, prompt {} tokens\n",
+               model->config.name, model->config.arch_name, model->config.n_layer, model->config.n_embd,
+               kernel_isa(), o.n_threads, engine.n_ctx(), result.prompt_tokens.size());
+
+  std::unique_ptr<Tracer> tracer;
+  json run;
+  if (dir) {
+    tracer = std::make_unique<Tracer>(*dir, *model, o.trace_options, o.n_threads, t0);
+    for (int il = 0; il < model->config.n_layer; ++il) {
+      const uint64_t bytes = row_bytes(o.kv_type, model->config.n_embd_kv()) * engine.n_ctx();
+      tracer->record_static_buffer(fmt::format("cache_k_l{}", il), Pool::KV_CACHE, k_buffer_id(il), bytes);
+      tracer->record_static_buffer(fmt::format("cache_v_l{}", il), Pool::KV_CACHE, v_buffer_id(il), bytes);
+    }
+    dir->write_json("memory-map.json", memory_map_json(*model->file));
+  }
+
+  GenerateOptions go;
+  go.prompt_tokens = result.prompt_tokens;
+  go.n_predict = o.n_predict;
+  go.sampling = o.sampling;
+  uint64_t last_progress = 0;
+  int produced = 0;
+  result.generation = generate(engine, go, tracer.get(), [&](std::string_view piece) {
+    ++produced;
+    if (on_text) on_text(piece);
+    const uint64_t now = now_ns();
+    if (o.progress && !on_text && now - last_progress > 500'000'000) {
+      fmt::print(stderr, "\rgenerated {}/{} tokens", produced, o.n_predict);
+      last_progress = now;
+    }
+  });
+
+  result.runtime_bytes = engine.runtime_bytes();
+  result.kv_cache_bytes = engine.kv_cache_bytes();
+  if (!dir) return result;
+
+  const GenerateResult& g = result.generation;
+  json timings = {{"load_ns", result.load_ns}, {"prompt_ns", g.prompt_ns}, {"step_ns", g.step_ns}};
+  json counts = tracer->finish();
+  const GgufFile& f = *model->file;
+  json notes = model->config.notes;
+  for (const std::string& n : model->weights.notes) notes.push_back(n);
+  run = {{"format", "tensortrace.run"},
+         {"version", 1},
+         {"tool", {{"name", "tensortrace"}, {"version", TT_VERSION}, {"git_revision", TT_GIT_REV}}},
+         {"date", iso_now()},
+         {"host", host_json()},
+         {"model",
+          {{"path", std::filesystem::absolute(o.model_path).string()},
+           {"file", std::filesystem::path(o.model_path).filename().string()},
+           {"size_bytes", f.file_size()},
+           {"xxh64", fmt::format("{:016x}", XXH64(f.bytes().data(), f.bytes().size(), 0))},
+           {"gguf_version", f.version()},
+           {"config", config_json(model->config)},
+           {"output_tied", model->weights.output_tied},
+           {"load_checks",
+            {{"passed", true},
+             {"notes", notes},
+             {"checked", "hyperparameters, every required tensor's presence, shape and type"}}}}},
+         {"options",
+          {{"prompt", o.prompt},
+           {"n_predict", o.n_predict},
+           {"threads", o.n_threads},
+           {"ctx", engine.n_ctx()},
+           {"kv_type", type_name(o.kv_type)},
+           {"sampling",
+            {{"temperature", o.sampling.temperature},
+             {"top_k", o.sampling.top_k},
+             {"top_p", o.sampling.top_p},
+             {"min_p", o.sampling.min_p},
+             {"repeat_penalty", o.sampling.repeat_penalty},
+             {"repeat_last_n", o.sampling.repeat_last_n},
+             {"seed", o.sampling.seed}}},
+           {"trace", o.trace_options.to_json()}}},
+         {"prompt_tokens", result.prompt_tokens},
+         {"generated_tokens", g.tokens},
+         {"generated_text", g.text},
+         {"stopped_at_end_of_generation", g.stopped_at_eog},
+         {"timings", timings},
+         {"memory", {{"runtime_bytes", result.runtime_bytes}, {"kv_cache_bytes", result.kv_cache_bytes}}},
+         {"trace", counts},
+         {"files",
+          {{"trace", "trace.bin"},
+           {"memory_map", "memory-map.json"},
+           {"steps", "steps.jsonl"},
+           {"buffers", "buffers.json"},
+           {"graphs", "graphs/index.json"}}}};
+  dir->write_json("run.json", run);
+  dir->commit();
+  result.run_dir = dir->final_path();
+  result.run_json = run;
+  return result;
+}
+
+}  // namespace tt

@@ -1,0 +1,44 @@
+// One experiment: load a model, generate from a prompt, and (unless tracing is off) write the run directory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/generate.h"
+#include "trace/tracer.h"
+
+namespace tt {
+
+struct ExperimentOptions {
+  std::string model_path;
+  std::string prompt;
+  int32_t n_predict = 64;
+  int n_threads = 1;
+  int32_t n_ctx = 0;
+  GgmlType kv_type = GgmlType::F16;
+  SamplingParams sampling;
+  bool trace = true;
+  std::string run_dir;  // empty: runs/<date-time>-<model>
+  TraceOptions trace_options;
+  bool progress = true;  // progress lines on stderr
+};
+
+struct ExperimentResult {
+  std::string run_dir;  // empty when not traced
+  std::vector<int32_t> prompt_tokens;
+  GenerateResult generation;
+  uint64_t load_ns = 0;
+  uint64_t runtime_bytes = 0, kv_cache_bytes = 0;
+  nlohmann::json run_json;
+};
+
+// on_text receives generated text as it is produced. Throws tt::Error; no partial run directory remains then.
+ExperimentResult run_experiment(const ExperimentOptions& options, const std::function<void(std::string_view)>& on_text);
+
+std::string default_run_dir(const std::string& model_path);
+
+}  // namespace tt

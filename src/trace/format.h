@@ -1,0 +1,23 @@
+// The binary trace (trace.bin) of a run directory: documented in docs/trace-format.md.
+// A file header, then length-prefixed records appended step by step, so a run killed midway leaves every
+// complete record readable. Strings (tensor names) are interned: a STRING record defines an id before first use.
+#pragma once
+
+#include <cstdint>
+
+namespace tt::trace {
+
+constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
+
+// Each record: u32 payload length, u8 kind, payload (little-endian).
+enum class RecordKind : uint8_t {
+  STRING = 1,      // u32 id, u16 length, bytes
+  STEP_BEGIN = 2,  // u32 step, u8 phase, i32 pos_begin, i32 pos_end, u64 t_ns
+  OP = 3,          // one executed graph node (see OpRecord)
+  SPAN = 4,        // u32 step, u32 node, u16 thread, u64 start_ns, u64 end_ns: one worker's share of a node
+  STEP_END = 5,    // u32 step, u64 t_ns, i32 token (-1: none), f32 probability
+};
+
+}  // namespace tt::trace

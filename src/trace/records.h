@@ -1,0 +1,74 @@
+// In-memory form of trace records, shared by the writer (tracer) and the reader.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "model/generate.h"
+
+namespace tt::trace {
+
+struct RangeRecord {
+  Pool pool = Pool::MODEL_FILE;
+  int32_t buffer_id = -1;
+  uint64_t offset = 0;  // MODEL_FILE: absolute file offset; else offset in the buffer
+  uint64_t length = 0;
+  int32_t pos_begin = -1, pos_end = -1;  // KV_CACHE positions
+};
+
+struct TensorRecord {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  int64_t ne[4] = {1, 1, 1, 1};
+  Pool pool = Pool::ACTIVATION;
+  int32_t buffer_id = -1;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  std::vector<RangeRecord> ranges;  // inputs: the exact bytes read
+};
+
+struct ValueStats {
+  float min = 0, max = 0;
+  double mean = 0;
+  uint64_t nan_count = 0, inf_count = 0;
+  uint64_t hash = 0;  // xxh64 of the output bytes
+};
+
+struct OpRecord {
+  uint32_t step = 0;
+  uint32_t node = 0;  // index in the step's graph
+  Phase phase = Phase::PROMPT;
+  OpKind op = OpKind::kCount;
+  int16_t layer = -1;
+  int32_t pos_begin = 0, pos_end = 0;
+  uint16_t thread = 0;     // lowest worker that did part of it
+  uint16_t n_threads = 0;  // workers that did part of it (0 for views)
+  uint64_t start_ns = 0, end_ns = 0;  // relative to the run start
+  std::string name;
+  TensorRecord out;
+  RangeRecord write;
+  std::vector<OpKind> fused;
+  std::vector<TensorRecord> inputs;
+  bool has_stats = false;
+  ValueStats stats;
+};
+
+struct SpanRecord {
+  uint32_t step = 0, node = 0;
+  uint16_t thread = 0;
+  uint64_t start_ns = 0, end_ns = 0;
+};
+
+struct StepMarker {
+  uint32_t step = 0;
+  Phase phase = Phase::PROMPT;
+  int32_t pos_begin = 0, pos_end = 0;
+  uint64_t start_ns = 0, end_ns = 0;
+  int32_t token = -1;
+  float probability = 0;
+  bool ended = false;
+};
+
+}  // namespace tt::trace

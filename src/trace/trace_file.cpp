@@ -1,0 +1,335 @@
+#include "trace/trace_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace tt::trace {
+namespace {
+
+template <typename T>
+void put(std::vector<uint8_t>& b, T v) {
+  const size_t at = b.size();
+  b.resize(at + sizeof(T));
+  std::memcpy(b.data() + at, &v, sizeof(T));
+}
+
+void put_range(std::vector<uint8_t>& b, const RangeRecord& r) {
+  put<uint8_t>(b, static_cast<uint8_t>(r.pool));
+  put<int32_t>(b, r.buffer_id);
+  put<uint64_t>(b, r.offset);
+  put<uint64_t>(b, r.length);
+  put<int32_t>(b, r.pos_begin);
+  put<int32_t>(b, r.pos_end);
+}
+
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  template <typename T>
+  T get() {
+    if (pos_ + sizeof(T) > n_) fail("record payload shorter than its fields");
+    T v;
+    std::memcpy(&v, p_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string bytes(size_t len) {
+    if (pos_ + len > n_) fail("string past the end of its record");
+    std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
+    pos_ += len;
+    return s;
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t n_, pos_ = 0;
+};
+
+RangeRecord get_range(Reader& r) {
+  RangeRecord x;
+  x.pool = static_cast<Pool>(r.get<uint8_t>());
+  x.buffer_id = r.get<int32_t>();
+  x.offset = r.get<uint64_t>();
+  x.length = r.get<uint64_t>();
+  x.pos_begin = r.get<int32_t>();
+  x.pos_end = r.get<int32_t>();
+  return x;
+}
+
+}  // namespace
+
+TraceWriter::TraceWriter(const std::string& path) : path_(path) {
+  file_ = std::fopen(path.c_str(), "wb");
+  if (!file_) fail("cannot create '{}': {}", path, std::strerror(errno));
+  buffer_.insert(buffer_.end(), kMagic, kMagic + 8);
+  put<uint32_t>(buffer_, kVersion);
+  put<uint32_t>(buffer_, 0);
+  buffer_.reserve(1 << 20);
+}
+
+TraceWriter::~TraceWriter() {
+  if (file_) {
+    if (!buffer_.empty()) std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
+    std::fclose(file_);
+  }
+}
+
+void TraceWriter::flush() {
+  if (buffer_.empty()) return;
+  if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size() || std::fflush(file_) != 0)
+    fail("error writing '{}': {}", path_, std::strerror(errno));
+  bytes_written_ += buffer_.size();
+  buffer_.clear();
+}
+
+void TraceWriter::begin_record(RecordKind kind) {
+  record_start_ = buffer_.size();
+  put<uint32_t>(buffer_, 0);
+  put<uint8_t>(buffer_, static_cast<uint8_t>(kind));
+}
+
+void TraceWriter::end_record() {
+  const uint32_t len = static_cast<uint32_t>(buffer_.size() - record_start_ - 5);
+  std::memcpy(buffer_.data() + record_start_, &len, 4);
+}
+
+uint32_t TraceWriter::intern(const std::string& s) {
+  auto it = strings_.find(s);
+  if (it != strings_.end()) return it->second;
+  const uint32_t id = static_cast<uint32_t>(strings_.size());
+  strings_.emplace(s, id);
+  // A STRING record may sit between another record's fields being prepared; it is emitted before that record.
+  std::vector<uint8_t> rec;
+  put<uint32_t>(rec, 0);
+  put<uint8_t>(rec, static_cast<uint8_t>(RecordKind::STRING));
+  put<uint32_t>(rec, id);
+  const uint16_t len = static_cast<uint16_t>(std::min<size_t>(s.size(), 65535));
+  put<uint16_t>(rec, len);
+  rec.insert(rec.end(), s.begin(), s.begin() + len);
+  const uint32_t payload = static_cast<uint32_t>(rec.size() - 5);
+  std::memcpy(rec.data(), &payload, 4);
+  buffer_.insert(buffer_.end(), rec.begin(), rec.end());
+  return id;
+}
+
+void TraceWriter::step_begin(const StepMarker& m) {
+  begin_record(RecordKind::STEP_BEGIN);
+  put<uint32_t>(buffer_, m.step);
+  put<uint8_t>(buffer_, static_cast<uint8_t>(m.phase));
+  put<int32_t>(buffer_, m.pos_begin);
+  put<int32_t>(buffer_, m.pos_end);
+  put<uint64_t>(buffer_, m.start_ns);
+  end_record();
+}
+
+void TraceWriter::step_end(const StepMarker& m) {
+  begin_record(RecordKind::STEP_END);
+  put<uint32_t>(buffer_, m.step);
+  put<uint64_t>(buffer_, m.end_ns);
+  put<int32_t>(buffer_, m.token);
+  put<float>(buffer_, m.probability);
+  end_record();
+}
+
+void TraceWriter::span(const SpanRecord& s) {
+  begin_record(RecordKind::SPAN);
+  put<uint32_t>(buffer_, s.step);
+  put<uint32_t>(buffer_, s.node);
+  put<uint16_t>(buffer_, s.thread);
+  put<uint64_t>(buffer_, s.start_ns);
+  put<uint64_t>(buffer_, s.end_ns);
+  end_record();
+  ++span_count_;
+}
+
+void TraceWriter::op(const OpRecord& r) {
+  // Intern every string first, so their STRING records precede this OP record.
+  const uint32_t name_id = intern(r.name);
+  const uint32_t out_id = intern(r.out.name);
+  std::vector<uint32_t> input_ids;
+  input_ids.reserve(r.inputs.size());
+  for (const TensorRecord& t : r.inputs) input_ids.push_back(intern(t.name));
+
+  auto put_tensor = [&](const TensorRecord& t, uint32_t id) {
+    put<uint32_t>(buffer_, id);
+    put<uint8_t>(buffer_, static_cast<uint8_t>(t.type));
+    put<uint8_t>(buffer_, static_cast<uint8_t>(t.pool));
+    for (int d = 0; d < 4; ++d) put<int64_t>(buffer_, t.ne[d]);
+    put<int32_t>(buffer_, t.buffer_id);
+    put<uint64_t>(buffer_, t.offset);
+    put<uint64_t>(buffer_, t.bytes);
+  };
+  begin_record(RecordKind::OP);
+  put<uint32_t>(buffer_, r.step);
+  put<uint32_t>(buffer_, r.node);
+  put<uint8_t>(buffer_, static_cast<uint8_t>(r.phase));
+  put<uint8_t>(buffer_, static_cast<uint8_t>(r.op));
+  put<int16_t>(buffer_, r.layer);
+  put<int32_t>(buffer_, r.pos_begin);
+  put<int32_t>(buffer_, r.pos_end);
+  put<uint16_t>(buffer_, r.thread);
+  put<uint16_t>(buffer_, r.n_threads);
+  put<uint64_t>(buffer_, r.start_ns);
+  put<uint64_t>(buffer_, r.end_ns);
+  put<uint32_t>(buffer_, name_id);
+  put_tensor(r.out, out_id);
+  put_range(buffer_, r.write);
+  put<uint16_t>(buffer_, static_cast<uint16_t>(r.fused.size()));
+  for (OpKind k : r.fused) put<uint8_t>(buffer_, static_cast<uint8_t>(k));
+  put<uint16_t>(buffer_, static_cast<uint16_t>(r.inputs.size()));
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    put_tensor(r.inputs[i], input_ids[i]);
+    put<uint32_t>(buffer_, static_cast<uint32_t>(r.inputs[i].ranges.size()));
+    for (const RangeRecord& rr : r.inputs[i].ranges) put_range(buffer_, rr);
+  }
+  put<uint8_t>(buffer_, r.has_stats ? 1 : 0);
+  if (r.has_stats) {
+    put<float>(buffer_, r.stats.min);
+    put<float>(buffer_, r.stats.max);
+    put<double>(buffer_, r.stats.mean);
+    put<uint64_t>(buffer_, r.stats.nan_count);
+    put<uint64_t>(buffer_, r.stats.inf_count);
+    put<uint64_t>(buffer_, r.stats.hash);
+  }
+  end_record();
+  ++op_count_;
+}
+
+TraceContents read_trace(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot read trace '{}'", path);
+  std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  TraceContents out;
+  if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 8) != 0)
+    fail("'{}' is not a tensortrace trace (bad magic)", path);
+  std::memcpy(&out.version, data.data() + 8, 4);
+  if (out.version != kVersion) fail("'{}': trace format version {} is not supported (expected {})", path, out.version, kVersion);
+  std::vector<std::string> strings;
+  auto str = [&](uint32_t id) -> const std::string& {
+    if (id >= strings.size()) fail("'{}': record refers to undefined string {}", path, id);
+    return strings[id];
+  };
+  size_t pos = kHeaderBytes;
+  while (pos < data.size()) {
+    if (data.size() - pos < 5) {
+      out.complete = false;
+      out.stop_reason = "file ends inside a record header";
+      break;
+    }
+    uint32_t len;
+    std::memcpy(&len, data.data() + pos, 4);
+    const auto kind = static_cast<RecordKind>(data[pos + 4]);
+    if (data.size() - pos - 5 < len) {
+      out.complete = false;
+      out.stop_reason = fmt::format("file ends inside a record of {} bytes", len);
+      break;
+    }
+    Reader r(data.data() + pos + 5, len);
+    try {
+      switch (kind) {
+        case RecordKind::STRING: {
+          uint32_t id = r.get<uint32_t>();
+          uint16_t n = r.get<uint16_t>();
+          if (id != strings.size()) fail("string id {} out of order", id);
+          strings.push_back(r.bytes(n));
+          break;
+        }
+        case RecordKind::STEP_BEGIN: {
+          StepMarker m;
+          m.step = r.get<uint32_t>();
+          m.phase = static_cast<Phase>(r.get<uint8_t>());
+          m.pos_begin = r.get<int32_t>();
+          m.pos_end = r.get<int32_t>();
+          m.start_ns = r.get<uint64_t>();
+          out.steps.push_back(m);
+          break;
+        }
+        case RecordKind::STEP_END: {
+          uint32_t step = r.get<uint32_t>();
+          if (out.steps.empty() || out.steps.back().step != step) fail("STEP_END for step {} without its begin", step);
+          StepMarker& m = out.steps.back();
+          m.end_ns = r.get<uint64_t>();
+          m.token = r.get<int32_t>();
+          m.probability = r.get<float>();
+          m.ended = true;
+          break;
+        }
+        case RecordKind::SPAN: {
+          SpanRecord s;
+          s.step = r.get<uint32_t>();
+          s.node = r.get<uint32_t>();
+          s.thread = r.get<uint16_t>();
+          s.start_ns = r.get<uint64_t>();
+          s.end_ns = r.get<uint64_t>();
+          out.spans.push_back(s);
+          break;
+        }
+        case RecordKind::OP: {
+          OpRecord o;
+          auto get_tensor = [&](TensorRecord& t) {
+            t.name = str(r.get<uint32_t>());
+            t.type = static_cast<GgmlType>(r.get<uint8_t>());
+            t.pool = static_cast<Pool>(r.get<uint8_t>());
+            for (int d = 0; d < 4; ++d) t.ne[d] = r.get<int64_t>();
+            t.buffer_id = r.get<int32_t>();
+            t.offset = r.get<uint64_t>();
+            t.bytes = r.get<uint64_t>();
+          };
+          o.step = r.get<uint32_t>();
+          o.node = r.get<uint32_t>();
+          o.phase = static_cast<Phase>(r.get<uint8_t>());
+          o.op = static_cast<OpKind>(r.get<uint8_t>());
+          if (o.op >= OpKind::kCount) fail("unknown op kind {}", static_cast<int>(o.op));
+          o.layer = r.get<int16_t>();
+          o.pos_begin = r.get<int32_t>();
+          o.pos_end = r.get<int32_t>();
+          o.thread = r.get<uint16_t>();
+          o.n_threads = r.get<uint16_t>();
+          o.start_ns = r.get<uint64_t>();
+          o.end_ns = r.get<uint64_t>();
+          o.name = str(r.get<uint32_t>());
+          get_tensor(o.out);
+          o.write = get_range(r);
+          uint16_t n_fused = r.get<uint16_t>();
+          for (uint16_t i = 0; i < n_fused; ++i) o.fused.push_back(static_cast<OpKind>(r.get<uint8_t>()));
+          uint16_t n_inputs = r.get<uint16_t>();
+          o.inputs.resize(n_inputs);
+          for (TensorRecord& t : o.inputs) {
+            get_tensor(t);
+            uint32_t n_ranges = r.get<uint32_t>();
+            if (n_ranges > len) fail("range count {} exceeds the record", n_ranges);
+            t.ranges.resize(n_ranges);
+            for (RangeRecord& rr : t.ranges) rr = get_range(r);
+          }
+          o.has_stats = r.get<uint8_t>() != 0;
+          if (o.has_stats) {
+            o.stats.min = r.get<float>();
+            o.stats.max = r.get<float>();
+            o.stats.mean = r.get<double>();
+            o.stats.nan_count = r.get<uint64_t>();
+            o.stats.inf_count = r.get<uint64_t>();
+            o.stats.hash = r.get<uint64_t>();
+          }
+          out.ops.push_back(std::move(o));
+          break;
+        }
+        default:
+          fail("unknown record kind {}", static_cast<int>(kind));
+      }
+    } catch (const Error& e) {
+      fail("'{}': corrupt record at byte {}: {}", path, pos, e.what());
+    }
+    pos += 5 + len;
+  }
+  out.stopped_at = pos;
+  if (out.complete && !out.steps.empty() && !out.steps.back().ended) {
+    out.complete = false;
+    out.stop_reason = fmt::format("step {} has no end record (the run stopped during it)", out.steps.back().step);
+  }
+  return out;
+}
+
+}  // namespace tt::trace

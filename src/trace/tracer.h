@@ -1,0 +1,98 @@
+// The tracer observes the engine (graph, allocator, executor) and the sampler during generation and writes the
+// run directory: trace.bin (one OP record per executed graph node, SPAN records per worker), graphs/,
+// buffers.json, steps.jsonl. Compute threads only store two timestamps into their own preallocated slots; records
+// are assembled and written by the run's thread between steps.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/generate.h"
+#include "trace/records.h"
+#include "trace/run_dir.h"
+#include "trace/trace_file.h"
+
+namespace tt {
+
+class Tokenizer;
+
+struct TraceOptions {
+  bool values = false;        // --trace-values: statistics and hash of every op's output
+  bool check_finite = false;  // --check-finite: stop at the first NaN/Inf
+  int logit_top_k = 10;       // tokens in each step's logit landscape
+  nlohmann::json to_json() const;
+};
+
+// Statistics of a float vector: min, max, mean, std, xxh64 of the bytes.
+nlohmann::json readout_stats(std::span<const float> v);
+
+class Tracer : public GenerateObserver {
+ public:
+  Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int n_threads, uint64_t run_start_ns);
+
+  void on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t pos_end) override;
+  void on_graph_ready(const Graph& g, const AllocPlan& plan) override;
+  void on_span(int thread, int node, uint64_t start_ns, uint64_t end_ns) override;
+  bool wants_node_done() const override { return options_.values || options_.check_finite; }
+  void on_node_done(int node, const Node& n) override;
+  void on_step_end(const StepOutcome& outcome) override;
+
+  // Records the runtime buffers that exist before the first step (KV cache layers...).
+  void record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes);
+  // Writes graphs/index.json and buffers.json; returns counts for run.json.
+  nlohmann::json finish();
+
+ private:
+  struct Span {
+    uint64_t start = 0, end = 0;
+  };
+  struct BufferEvent {
+    uint64_t t_ns;
+    uint32_t step;
+    char kind;  // 'a' alloc, 'f' free
+    Pool pool;
+    int32_t buffer_id;
+    uint64_t offset, bytes;
+    std::string tensor;
+    bool reuse;
+  };
+  void write_step_ops(const StepOutcome& outcome);
+  std::string graph_key(const Graph& g) const;
+  nlohmann::json graph_json(const Graph& g) const;
+
+  RunDirWriter& dir_;
+  const Model& model_;
+  TraceOptions options_;
+  int n_threads_;
+  uint64_t t0_;
+  trace::TraceWriter writer_;
+  std::ofstream* steps_file_ = nullptr;
+  std::unique_ptr<std::ofstream> steps_stream_;
+
+  // Current step.
+  int32_t step_ = 0;
+  Phase phase_ = Phase::PROMPT;
+  int32_t pos_begin_ = 0, pos_end_ = 0;
+  uint64_t step_start_ = 0;
+  const Graph* graph_ = nullptr;
+  const AllocPlan* plan_ = nullptr;
+  std::vector<std::vector<Span>> spans_;  // [thread][node]
+  std::vector<trace::ValueStats> stats_;  // [node], with --trace-values
+
+  // Whole run.
+  std::map<std::string, int> graph_ids_;
+  std::vector<int> step_graph_;
+  std::vector<BufferEvent> buffer_events_;
+  std::vector<nlohmann::json> step_peaks_;
+  uint64_t arena_bytes_ = 0, scratch_bytes_ = 0, static_bytes_ = 0;
+  trace::OpRecord record_;  // reused between ops
+  std::optional<std::string> nonfinite_;  // first NaN/Inf seen with --check-finite
+};
+
+}  // namespace tt

@@ -1,0 +1,78 @@
+// tensortrace dump RUN_DIR [--step N] [--limit K]: print the trace's records.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "trace/trace_file.h"
+#include "tools/command.h"
+
+namespace tt::cli {
+namespace {
+
+std::string dims(const int64_t* ne) {
+  int n = 4;
+  while (n > 1 && ne[n - 1] == 1) --n;
+  std::string s = "[";
+  for (int d = 0; d < n; ++d) s += (d ? "," : "") + std::to_string(ne[d]);
+  return s + "]";
+}
+
+std::string range_string(const trace::RangeRecord& r) {
+  std::string s = fmt::format("{}", pool_name(r.pool));
+  if (r.pool == Pool::MODEL_FILE)
+    s += fmt::format("@{}+{}", r.offset, r.length);
+  else
+    s += fmt::format("#{}@{}+{}", r.buffer_id, r.offset, r.length);
+  if (r.pos_begin >= 0) s += fmt::format(" pos[{},{})", r.pos_begin, r.pos_end);
+  return s;
+}
+
+std::string trace_path(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(run_dir)) fail("'{}' does not exist", run_dir);
+  if (!fs::is_directory(run_dir)) fail("'{}' is not a run directory", run_dir);
+  const std::string p = run_dir + "/trace.bin";
+  if (!fs::exists(p)) fail("'{}' has no trace.bin (not a run directory?)", run_dir);
+  return p;
+}
+
+RegisterCommand reg("dump", "Print a run's trace records", 30, [](CLI::App& cmd) {
+  auto dir = std::make_shared<std::string>();
+  auto step = std::make_shared<int64_t>(-1);
+  auto limit = std::make_shared<int64_t>(-1);
+  cmd.add_option("run_dir", *dir, "Run directory")->required();
+  cmd.add_option("--step", *step, "Only this step")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--limit", *limit, "At most this many op records")->check(CLI::NonNegativeNumber);
+  return [=]() {
+    trace::TraceContents t = trace::read_trace(trace_path(*dir));
+    fmt::print("trace v{}: {} steps, {} ops, {} worker spans\n", t.version, t.steps.size(), t.ops.size(),
+               t.spans.size());
+    fmt::print("{:>4} {:>4} {:<8} {:>5} {:>3} {:<14} {:<28} {:>10} {:>9}  inputs\n", "step", "node", "phase", "layer",
+               "thr", "op", "name", "start_us", "dur_us");
+    int64_t shown = 0;
+    for (const trace::OpRecord& o : t.ops) {
+      if (*step >= 0 && o.step != *step) continue;
+      if (*limit >= 0 && shown >= *limit) break;
+      ++shown;
+      std::string inputs;
+      for (const trace::TensorRecord& in : o.inputs) {
+        inputs += fmt::format("{}{} {}", inputs.empty() ? "" : "; ", in.name, dims(in.ne));
+        for (const trace::RangeRecord& r : in.ranges) inputs += " " + range_string(r);
+      }
+      fmt::print("{:>4} {:>4} {:<8} {:>5} {:>3} {:<14} {:<28} {:>10.1f} {:>9.1f}  {} -> {} {}{}\n", o.step, o.node,
+                 phase_name(o.phase), o.layer >= 0 ? std::to_string(o.layer) : "-", o.thread, op_name(o.op), o.name,
+                 o.start_ns / 1e3, (o.end_ns - o.start_ns) / 1e3, inputs, type_name(o.out.type), dims(o.out.ne),
+                 o.has_stats ? fmt::format(" [min {:.4g} max {:.4g} mean {:.4g} nan {} inf {} hash {:016x}]",
+                                           o.stats.min, o.stats.max, o.stats.mean, o.stats.nan_count,
+                                           o.stats.inf_count, o.stats.hash)
+                             : "");
+    }
+    if (!t.complete)
+      fmt::print("trace ends early at byte {}: {}; every record before it was read\n", t.stopped_at, t.stop_reason);
+    return 0;
+  };
+});
+
+}  // namespace
+}  // namespace tt::cli
