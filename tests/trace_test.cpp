@@ -1,0 +1,207 @@
+// Tracing: every record has the right step, phase, positions and layer; the op sequence of a 2-step run of
+// stories260K is llama.cpp's (shared/reference/ops); the run directory is complete and atomic.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "core/error.h"
+#include "support/paths.h"
+#include "trace/experiment.h"
+#include "trace/trace_file.h"
+
+namespace tt {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("tt-trace-test-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+ExperimentOptions stories_options(const std::string& run_dir, int n_predict) {
+  ExperimentOptions o;
+  o.model_path = test::repo_path("models/stories260K.gguf");
+  o.prompt = "Once upon a time";
+  o.n_predict = n_predict;
+  o.n_threads = 2;
+  o.sampling.temperature = 0;
+  o.run_dir = run_dir;
+  o.progress = false;
+  return o;
+}
+
+TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  ExperimentResult r = run_experiment(stories_options(dir, 4), nullptr);
+  ASSERT_EQ(r.run_dir, dir);
+  trace::TraceContents t = trace::read_trace(dir + "/trace.bin");
+  ASSERT_TRUE(t.complete) << t.stop_reason;
+  const int n_prompt = static_cast<int>(r.prompt_tokens.size());
+  ASSERT_EQ(t.steps.size(), 4u);  // prompt + 3 decode steps for 4 chosen tokens
+  for (const trace::StepMarker& s : t.steps) {
+    EXPECT_EQ(s.phase, s.step == 0 ? Phase::PROMPT : Phase::GENERATE);
+    EXPECT_EQ(s.pos_begin, s.step == 0 ? 0 : n_prompt + static_cast<int>(s.step) - 1);
+    EXPECT_EQ(s.pos_end, s.step == 0 ? n_prompt : n_prompt + static_cast<int>(s.step));
+    EXPECT_EQ(s.token, r.generation.tokens[s.step]);
+  }
+  std::map<uint32_t, int> ops_per_step;
+  const std::regex layer_suffix(".*-([0-9]+)$"), weight_layer("blk\\.([0-9]+)\\..*");
+  for (const trace::OpRecord& o : t.ops) {
+    ops_per_step[o.step]++;
+    const trace::StepMarker& s = t.steps.at(o.step);
+    EXPECT_EQ(o.phase, s.phase) << o.name;
+    EXPECT_EQ(o.pos_begin, s.pos_begin) << o.name;
+    EXPECT_EQ(o.pos_end, s.pos_end) << o.name;
+    EXPECT_GE(o.start_ns, s.start_ns) << o.name;
+    EXPECT_LE(o.start_ns, o.end_ns) << o.name;
+    // The layer agrees with the name's suffix ("Qcur-3") and with any weight it reads ("blk.3.").
+    std::smatch m;
+    std::string base = o.name.substr(0, o.name.find(' '));
+    if (std::regex_match(base, m, layer_suffix)) EXPECT_EQ(o.layer, std::stoi(m[1])) << o.name;
+    for (const trace::TensorRecord& in : o.inputs)
+      if (std::regex_match(in.name, m, weight_layer)) EXPECT_EQ(o.layer, std::stoi(m[1])) << o.name << " " << in.name;
+    // Full names, never cut.
+    EXPECT_EQ(o.name.find('\0'), std::string::npos);
+  }
+  for (const auto& [step, n] : ops_per_step) EXPECT_GT(n, 100) << "step " << step;
+  // The embedding lookup reads exactly the prompt's rows of token_embd.
+  const trace::OpRecord& embd = t.ops.front();
+  ASSERT_EQ(embd.name, "embd");
+  uint64_t bytes = 0;
+  for (const trace::RangeRecord& rr : embd.inputs[0].ranges) {
+    EXPECT_EQ(rr.pool, Pool::MODEL_FILE);
+    bytes += rr.length;
+  }
+  EXPECT_EQ(bytes, static_cast<uint64_t>(n_prompt) * 64 * 4);
+  // Files of the run directory.
+  for (const char* f : {"run.json", "memory-map.json", "steps.jsonl", "buffers.json", "graphs/index.json"})
+    EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
+  EXPECT_FALSE(fs::exists(dir + ".partial"));
+  std::ifstream steps(dir + "/steps.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(steps, line); ++lines) {
+    nlohmann::json s = nlohmann::json::parse(line);
+    EXPECT_EQ(s["step"], lines);
+    EXPECT_EQ(s["top_k"].size(), 10u);
+    EXPECT_GE(s["entropy"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(lines, 4);
+  nlohmann::json graphs = nlohmann::json::parse(std::ifstream(dir + "/graphs/index.json"));
+  EXPECT_EQ(graphs["graphs"], 2) << "the prompt graph and one graph shared by every decode step";
+}
+
+// llama.cpp's op sequence for stories260K, prompt "Once upon a time" (the prompt pass).
+TEST(Trace, OpSequenceMatchesLlamaCpp) {
+  TT_REQUIRE_SHARED();
+  std::ifstream ref(test::shared_path("reference/ops/stories260K.eval-callback.txt"));
+  const std::regex line_re(R"(common_debug_cb_eval:\s+(.+?) = \(\w+\)\s+(\w+)\()");
+  std::vector<std::pair<std::string, std::string>> expected;  // (name, op)
+  for (std::string line; std::getline(ref, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, line_re)) expected.emplace_back(m[1], m[2]);
+  }
+  ASSERT_EQ(expected.size(), 161u);
+
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  run_experiment(stories_options(dir, 2), nullptr);
+  trace::TraceContents t = trace::read_trace(dir + "/trace.bin");
+  std::vector<const trace::OpRecord*> step0, step1;
+  for (const trace::OpRecord& o : t.ops) (o.step == 0 ? step0 : step1).push_back(&o);
+  ASSERT_EQ(step0.size(), expected.size());
+  // Documented name mapping for llama.cpp's unnamed nodes.
+  auto ours_for = [](const std::string& ref_name, const std::string& op, int layer) {
+    if (ref_name.rfind("node_", 0) != 0) return ref_name;
+    if (op == "FLASH_ATTN_EXT") return "fattn-" + std::to_string(layer);
+    return std::string();  // the last layer's row selections: checked by op only
+  };
+  int layer = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto& [name, op] = expected[i];
+    EXPECT_EQ(op_name(step0[i]->op), op) << "node " << i << " (" << name << ")";
+    if (step0[i]->layer >= 0) layer = step0[i]->layer;
+    std::string want = ours_for(name, op, layer);
+    if (!want.empty()) EXPECT_EQ(step0[i]->name, want) << "node " << i;
+  }
+  // The decode step: the same sequence without the last layer's two row selections.
+  ASSERT_EQ(step1.size(), expected.size() - 2);
+  size_t j = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i].first.rfind("node_", 0) == 0 && expected[i].second == "GET_ROWS") continue;
+    EXPECT_EQ(op_name(step1[j]->op), expected[i].second) << "decode node " << j;
+    ++j;
+  }
+}
+
+TEST(Trace, ErrorLeavesNoRunDirectory) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  ExperimentOptions o = stories_options(dir, 8);
+  o.n_ctx = 6;  // 5 prompt tokens + 8 do not fit
+  EXPECT_THROW(run_experiment(o, nullptr), Error);
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_FALSE(fs::exists(dir + ".partial"));
+}
+
+TEST(Trace, ExistingRunDirectoryIsNotOverwritten) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  fs::create_directories(dir);
+  try {
+    run_experiment(stories_options(dir, 1), nullptr);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already exists"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trace, TruncatedTraceIsReadUpToTheLastCompleteRecord) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  run_experiment(stories_options(dir, 3), nullptr);
+  const std::string path = dir + "/trace.bin";
+  trace::TraceContents whole = trace::read_trace(path);
+  const auto size = fs::file_size(path);
+  fs::resize_file(path, size * 2 / 3 + 3);  // cut inside a record
+  trace::TraceContents cut = trace::read_trace(path);
+  EXPECT_FALSE(cut.complete);
+  EXPECT_FALSE(cut.stop_reason.empty());
+  EXPECT_GT(cut.ops.size(), 0u);
+  EXPECT_LT(cut.ops.size(), whole.ops.size());
+  for (size_t i = 0; i < cut.ops.size(); ++i) EXPECT_EQ(cut.ops[i].name, whole.ops[i].name);
+}
+
+TEST(Trace, ValuesAndCheckFinite) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  ExperimentOptions o = stories_options(dir, 2);
+  o.trace_options.values = true;
+  o.trace_options.check_finite = true;
+  run_experiment(o, nullptr);
+  trace::TraceContents t = trace::read_trace(dir + "/trace.bin");
+  int with_stats = 0, computed = 0;
+  for (const trace::OpRecord& r : t.ops) {
+    if (!op_is_view(r.op)) ++computed;
+    if (!r.has_stats) continue;
+    ++with_stats;
+    EXPECT_EQ(r.stats.nan_count, 0u) << r.name;
+    EXPECT_LE(r.stats.min, r.stats.max) << r.name;
+    EXPECT_NE(r.stats.hash, 0u) << r.name;
+  }
+  EXPECT_EQ(with_stats, computed) << "every computing op has statistics";
+  EXPECT_GT(computed, 100);
+}
+
+}  // namespace
+}  // namespace tt
