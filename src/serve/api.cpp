@@ -1,0 +1,788 @@
+#include "serve/api.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "trace/trace_file.h"
+
+namespace tt::serve {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+[[noreturn]] void bad(int status, std::string message) { throw ApiError{status, std::move(message)}; }
+
+json read_json_file(const fs::path& p, bool required) {
+  std::ifstream in(p);
+  if (!in) {
+    if (required) fail("cannot read '{}'", p.string());
+    return json();
+  }
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    fail("'{}' is not valid JSON: {}", p.string(), e.what());
+  }
+}
+
+bool parse_i64(const std::string& s, int64_t& out) {
+  if (s.empty()) return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  auto [ptr, ec] = std::from_chars(b, e, out);
+  return ec == std::errc() && ptr == e;
+}
+
+bool parse_f64(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(out);
+}
+
+bool has(const Params& p, const char* key) { return p.count(key) != 0; }
+
+int64_t get_int(const Params& p, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
+  auto it = p.find(key);
+  if (it == p.end()) return dflt;
+  int64_t v = 0;
+  if (!parse_i64(it->second, v)) bad(400, fmt::format("parameter '{}': '{}' is not an integer", key, it->second));
+  if (v < lo || v > hi) bad(400, fmt::format("parameter '{}': {} is outside [{}, {}]", key, v, lo, hi));
+  return v;
+}
+
+double get_num(const Params& p, const char* key, double dflt, double lo, double hi) {
+  auto it = p.find(key);
+  if (it == p.end()) return dflt;
+  double v = 0;
+  if (!parse_f64(it->second, v)) bad(400, fmt::format("parameter '{}': '{}' is not a number", key, it->second));
+  if (v < lo || v > hi) bad(400, fmt::format("parameter '{}': {} is outside [{}, {}]", key, v, lo, hi));
+  return v;
+}
+
+bool get_bool(const Params& p, const char* key, bool dflt) {
+  auto it = p.find(key);
+  if (it == p.end()) return dflt;
+  if (it->second == "1" || it->second == "true") return true;
+  if (it->second == "0" || it->second == "false") return false;
+  bad(400, fmt::format("parameter '{}': '{}' is not 0 or 1", key, it->second));
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+json shape_json(const int64_t* ne) {
+  int n = 4;
+  while (n > 1 && ne[n - 1] == 1) --n;
+  json a = json::array();
+  for (int d = 0; d < n; ++d) a.push_back(ne[d]);
+  return a;
+}
+
+std::string buffer_name(int id) {
+  if (id == 0) return "inputs";
+  if (id == 1) return "activation arena";
+  if (id == 2) return "scratch";
+  if (id >= 3) return fmt::format("{} cache L{}", (id - 3) % 2 == 0 ? "K" : "V", (id - 3) / 2);
+  return "?";
+}
+
+// Adds the bytes of [a, b) that fall in [start, start + bins*width) to the bins (bytes per bin).
+void add_range(std::vector<double>& acc, double start, double width, uint64_t a, uint64_t b) {
+  const double lo = std::max<double>(static_cast<double>(a), start);
+  const double hi = std::min<double>(static_cast<double>(b), start + width * acc.size());
+  if (hi <= lo) return;
+  const double f0 = (lo - start) / width, f1 = (hi - start) / width;
+  size_t i0 = static_cast<size_t>(f0), i1 = static_cast<size_t>(f1);
+  if (i1 >= acc.size()) i1 = acc.size() - 1;
+  if (i0 >= acc.size()) return;
+  if (i0 == i1) {
+    acc[i0] += hi - lo;
+    return;
+  }
+  acc[i0] += (static_cast<double>(i0 + 1) - f0) * width;
+  for (size_t i = i0 + 1; i < i1; ++i) acc[i] += width;
+  acc[i1] += (f1 - static_cast<double>(i1)) * width;
+}
+
+json rounded(const std::vector<double>& v, double width) {
+  json a = json::array();
+  for (double x : v) {
+    const double r = x / width;  // mean times each byte of the bin was touched
+    a.push_back(r == 0 ? 0.0 : std::round(r * 1000.0) / 1000.0);
+  }
+  return a;
+}
+
+}  // namespace
+
+ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
+  const fs::path root(dir);
+  if (!fs::is_directory(root)) fail("'{}' is not a directory", dir);
+  if (!fs::exists(root / "trace.bin")) fail("'{}' has no trace.bin (not a run directory?)", dir);
+  run_ = read_json_file(root / "run.json", false);
+  if (run_.is_null()) run_ = json::object();
+  memory_map_ = read_json_file(root / "memory-map.json", false);
+  if (memory_map_.is_null()) memory_map_ = json{{"tensors", json::array()}, {"file_size", 0}};
+  graph_index_ = read_json_file(root / "graphs" / "index.json", false);
+  if (graph_index_.is_object() && graph_index_.contains("steps")) {
+    for (const json& s : graph_index_["steps"]) {
+      const size_t step = s.value("step", 0);
+      const int g = s.value("graph", 0);
+      if (step_graph_.size() <= step) step_graph_.resize(step + 1, -1);
+      step_graph_[step] = g;
+      if (!graphs_.count(g))
+        graphs_[g] = read_json_file(root / "graphs" / fmt::format("graph-{:04}.json", g), false);
+    }
+  }
+  {
+    std::ifstream in(root / "steps.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      try {
+        steps_jsonl_.push_back(json::parse(line));
+      } catch (const json::exception&) {
+        break;  // a torn last line of a killed run
+      }
+    }
+  }
+  index_trace();
+  load_buffers();
+}
+
+void ServedRun::index_trace() {
+  trace::TraceContents t = trace::read_trace((fs::path(dir_) / "trace.bin").string());
+  complete_ = t.complete;
+  stop_reason_ = t.stop_reason;
+  markers_ = std::move(t.steps);
+  ops_ = std::move(t.ops);
+  spans_ = std::move(t.spans);
+  auto by_step = [](const trace::OpRecord& a, const trace::OpRecord& b) {
+    return a.step != b.step ? a.step < b.step : a.node < b.node;
+  };
+  if (!std::is_sorted(ops_.begin(), ops_.end(), by_step)) std::stable_sort(ops_.begin(), ops_.end(), by_step);
+  size_t steps = markers_.size();
+  if (!ops_.empty()) steps = std::max<size_t>(steps, ops_.back().step + 1);
+  step_ops_.assign(steps, {0, 0});
+  step_touches_.assign(steps, {});
+  for (size_t i = 0; i < ops_.size();) {
+    size_t j = i;
+    while (j < ops_.size() && ops_[j].step == ops_[i].step) ++j;
+    step_ops_[ops_[i].step] = {i, j};
+    i = j;
+  }
+  std::map<int, Buffer> buffers;
+  auto note_buffer = [&](Pool pool, int id, uint64_t end) {
+    if (pool == Pool::MODEL_FILE || id < 0) return;
+    Buffer& b = buffers[id];
+    b.id = id;
+    b.pool = pool;
+    b.size = std::max(b.size, end);
+  };
+  for (const trace::OpRecord& o : ops_) {
+    std::vector<Touch>& touches = step_touches_[o.step];
+    for (const trace::TensorRecord& in : o.inputs) {
+      for (const trace::RangeRecord& r : in.ranges) {
+        if (r.length == 0) continue;
+        const bool file = r.pool == Pool::MODEL_FILE;
+        touches.push_back({file ? -1 : r.buffer_id, r.offset, r.length, false});
+        note_buffer(r.pool, r.buffer_id, r.offset + r.length);
+      }
+    }
+    if (o.write.length > 0 && o.write.pool != Pool::MODEL_FILE) {
+      touches.push_back({o.write.buffer_id, o.write.offset, o.write.length, true});
+      note_buffer(o.write.pool, o.write.buffer_id, o.write.offset + o.write.length);
+    }
+    t_end_ns_ = std::max(t_end_ns_, o.end_ns);
+  }
+  for (const trace::StepMarker& m : markers_) t_end_ns_ = std::max(t_end_ns_, m.end_ns);
+  std::sort(spans_.begin(), spans_.end(),
+            [](const trace::SpanRecord& a, const trace::SpanRecord& b) { return a.start_ns < b.start_ns; });
+  for (const trace::SpanRecord& s : spans_) {
+    max_span_ns_ = std::max(max_span_ns_, s.end_ns - s.start_ns);
+    n_threads_ = std::max<int>(n_threads_, s.thread + 1);
+    t_end_ns_ = std::max(t_end_ns_, s.end_ns);
+  }
+  for (auto& [id, b] : buffers) buffers_.push_back(b);
+}
+
+void ServedRun::load_buffers() {
+  json b = read_json_file(fs::path(dir_) / "buffers.json", false);
+  if (!b.is_object()) return;
+  buffer_steps_ = b.value("steps", json::array());
+  json& events = b["events"];
+  if (!events.is_array()) return;
+  std::map<std::string, size_t> pool_index;
+  std::vector<int64_t> live;
+  for (const json& e : events) {
+    if (!e.is_array() || e.size() < 8) continue;
+    const std::string pool = e[3].get<std::string>();
+    const std::string tensor = e[7].get<std::string>();
+    const int id = e[4].get<int>();
+    const uint64_t end = e[5].get<uint64_t>() + e[6].get<uint64_t>();
+    // buffer sizes (grow events are the whole buffer)
+    auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const Buffer& x) { return x.id == id; });
+    if (it == buffers_.end()) {
+      Buffer nb;
+      nb.id = id;
+      nb.pool = pool == "KV_CACHE" ? Pool::KV_CACHE : pool == "SCRATCH" ? Pool::SCRATCH
+                : pool == "INPUT"  ? Pool::INPUT
+                                   : Pool::ACTIVATION;
+      nb.size = end;
+      buffers_.push_back(nb);
+    } else {
+      it->size = std::max(it->size, end);
+    }
+    if (tensor.size() > 7 && tensor.compare(tensor.size() - 7, 7, "(grow)") == 0) continue;
+    if (!pool_index.count(pool)) {
+      pool_index[pool] = buffer_pools_.size();
+      buffer_pools_.push_back(pool);
+      live.push_back(0);
+      live_bytes_.emplace_back(live_t_.size(), 0);
+    }
+    const size_t k = pool_index[pool];
+    live[k] += (e[2].get<std::string>() == "a" ? 1 : -1) * e[6].get<int64_t>();
+    live_t_.push_back(e[0].get<uint64_t>());
+    int64_t total = 0;
+    for (size_t q = 0; q < live.size(); ++q) {
+      live_bytes_[q].push_back(live[q]);
+      total += live[q];
+    }
+    if (static_cast<uint64_t>(total) > peak_bytes_) {
+      peak_bytes_ = total;
+      peak_t_ = live_t_.back();
+    }
+  }
+  buffer_events_ = std::move(events);
+  std::sort(buffers_.begin(), buffers_.end(), [](const Buffer& a, const Buffer& b) { return a.id < b.id; });
+  for (Buffer& x : buffers_) x.name = buffer_name(x.id);
+}
+
+json ServedRun::summary_entry(size_t index) const {
+  const json model = run_.value("model", json::object());
+  const json options = run_.value("options", json::object());
+  return {{"index", index},
+          {"dir", dir_},
+          {"name", fs::path(dir_).filename().string()},
+          {"model", model.value("file", memory_map_.value("file", ""))},
+          {"prompt", options.value("prompt", "")},
+          {"generated_text", run_.value("generated_text", "")},
+          {"steps", n_steps()},
+          {"ops", ops_.size()},
+          {"complete", complete_}};
+}
+
+json ServedRun::run_json() const {
+  json buffers = json::array();
+  for (const Buffer& b : buffers_)
+    buffers.push_back({{"id", b.id}, {"pool", pool_name(b.pool)}, {"name", b.name}, {"size", b.size}});
+  json derived = {{"dir", dir_},
+                  {"steps", n_steps()},
+                  {"ops", ops_.size()},
+                  {"spans", spans_.size()},
+                  {"threads", n_threads_},
+                  {"t_end_ns", t_end_ns_},
+                  {"complete", complete_},
+                  {"stop_reason", stop_reason_},
+                  {"graphs", graphs_.size()},
+                  {"buffers", buffers},
+                  {"file_size", memory_map_.value("file_size", 0)}};
+  return {{"run", run_}, {"derived", derived}};
+}
+
+uint32_t ServedRun::parse_step(const Params& p, const char* key, uint32_t dflt) const {
+  if (n_steps() == 0) bad(404, "the run has no steps");
+  return static_cast<uint32_t>(get_int(p, key, dflt, 0, static_cast<int64_t>(n_steps()) - 1));
+}
+
+json ServedRun::steps(const Params& p) const {
+  const int64_t last = static_cast<int64_t>(n_steps()) - 1;
+  const int64_t from = get_int(p, "from", 0, 0, std::max<int64_t>(last, 0));
+  const int64_t to = get_int(p, "to", last, -1, std::max<int64_t>(last, 0));
+  json rows = json::array();
+  for (int64_t s = from; s <= to; ++s) {
+    json row;
+    if (static_cast<size_t>(s) < steps_jsonl_.size()) {
+      row = steps_jsonl_[s];
+    } else {
+      row = json{{"step", s}};
+      if (static_cast<size_t>(s) < markers_.size()) {
+        const trace::StepMarker& m = markers_[s];
+        row["phase"] = phase_name(m.phase);
+        row["start_ns"] = m.start_ns;
+        row["end_ns"] = m.end_ns;
+        row["pos_begin"] = m.pos_begin;
+        row["pos_end"] = m.pos_end;
+        row["token"] = m.token >= 0 ? json(m.token) : json();
+      }
+    }
+    row.erase("hidden_stats");
+    row.erase("logits_stats");
+    rows.push_back(std::move(row));
+  }
+  return {{"from", from}, {"to", to}, {"total", n_steps()}, {"steps", rows}};
+}
+
+json ServedRun::op_row(size_t i) const {
+  const trace::OpRecord& o = ops_[i];
+  uint64_t file_bytes = 0, buffer_bytes = 0;
+  json inputs = json::array();
+  for (const trace::TensorRecord& in : o.inputs) {
+    json ranges = json::array();
+    for (const trace::RangeRecord& r : in.ranges) {
+      (r.pool == Pool::MODEL_FILE ? file_bytes : buffer_bytes) += r.length;
+      json jr = {pool_name(r.pool), r.buffer_id, r.offset, r.length};
+      if (r.pos_begin >= 0) {
+        jr.push_back(r.pos_begin);
+        jr.push_back(r.pos_end);
+      }
+      ranges.push_back(std::move(jr));
+    }
+    inputs.push_back({{"name", in.name},
+                      {"type", std::string(type_name(in.type))},
+                      {"shape", shape_json(in.ne)},
+                      {"pool", pool_name(in.pool)},
+                      {"ranges", std::move(ranges)}});
+  }
+  json row = {{"i", i},
+              {"step", o.step},
+              {"node", o.node},
+              {"phase", phase_name(o.phase)},
+              {"op", op_name(o.op)},
+              {"layer", o.layer >= 0 ? json(o.layer) : json()},
+              {"name", o.name},
+              {"thread", o.thread},
+              {"n_threads", o.n_threads},
+              {"start_ns", o.start_ns},
+              {"end_ns", o.end_ns},
+              {"type", std::string(type_name(o.out.type))},
+              {"shape", shape_json(o.out.ne)},
+              {"pool", pool_name(o.out.pool)},
+              {"out_bytes", o.out.bytes},
+              {"file_bytes", file_bytes},
+              {"buffer_bytes", buffer_bytes},
+              {"inputs", std::move(inputs)}};
+  if (!o.fused.empty()) {
+    json f = json::array();
+    for (OpKind k : o.fused) f.push_back(op_name(k));
+    row["fused"] = f;
+  }
+  if (o.has_stats)
+    row["stats"] = {{"min", o.stats.min}, {"max", o.stats.max}, {"mean", o.stats.mean},
+                    {"nan", o.stats.nan_count}, {"inf", o.stats.inf_count}, {"hash", fmt::format("{:016x}", o.stats.hash)}};
+  return row;
+}
+
+json ServedRun::ops(const Params& p) const {
+  const int64_t last = static_cast<int64_t>(n_steps()) - 1;
+  int64_t from = 0, to = last;
+  if (has(p, "step")) from = to = get_int(p, "step", 0, 0, std::max<int64_t>(last, 0));
+  from = get_int(p, "from_step", from, 0, std::max<int64_t>(last, 0));
+  to = get_int(p, "to_step", to, -1, std::max<int64_t>(last, 0));
+  const bool by_layer = has(p, "layer");
+  const int64_t layer = get_int(p, "layer", -1, -1, 65535);
+  std::vector<OpKind> kinds;
+  if (has(p, "op")) {
+    std::stringstream ss(p.at("op"));
+    std::string k;
+    while (std::getline(ss, k, ',')) {
+      bool found = false;
+      for (int i = 0; i < static_cast<int>(OpKind::kCount); ++i)
+        if (k == op_name(static_cast<OpKind>(i))) {
+          kinds.push_back(static_cast<OpKind>(i));
+          found = true;
+        }
+      if (!found) bad(400, fmt::format("parameter 'op': unknown op kind '{}'", k));
+    }
+  }
+  int phase = -1;
+  if (has(p, "phase")) {
+    const std::string& ph = p.at("phase");
+    if (ph == "PROMPT") phase = 0;
+    else if (ph == "GENERATE") phase = 1;
+    else bad(400, fmt::format("parameter 'phase': '{}' is not PROMPT or GENERATE", ph));
+  }
+  const std::string name = lower(has(p, "name") ? p.at("name") : "");
+  const bool views = get_bool(p, "views", true);
+  const int64_t offset = get_int(p, "offset", 0, 0, INT64_MAX);
+  const int64_t limit = get_int(p, "limit", 100, 0, 5000);
+  const int64_t locate = get_int(p, "locate", -1, -1, INT64_MAX);
+  const bool all = from == 0 && to == last && !by_layer && kinds.empty() && phase < 0 && name.empty() && views;
+
+  json rows = json::array();
+  int64_t total = 0, located = -1;
+  if (to >= from && !ops_.empty()) {
+    const size_t b = step_ops_[from].first, e = step_ops_[to].second;
+    if (all) {  // no filter: direct indexing
+      total = static_cast<int64_t>(e - b);
+      for (int64_t k = offset; k < std::min<int64_t>(total, offset + limit); ++k) rows.push_back(op_row(b + k));
+      if (locate >= static_cast<int64_t>(b) && locate < static_cast<int64_t>(e)) located = locate - b;
+    } else {
+      for (size_t i = b; i < e; ++i) {
+        const trace::OpRecord& o = ops_[i];
+        if (by_layer && o.layer != layer) continue;
+        if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), o.op) == kinds.end()) continue;
+        if (phase >= 0 && static_cast<int>(o.phase) != phase) continue;
+        if (!views && op_is_view(o.op)) continue;
+        if (!name.empty() && lower(o.name).find(name) == std::string::npos) continue;
+        if (total >= offset && total < offset + limit) rows.push_back(op_row(i));
+        if (static_cast<int64_t>(i) == locate) located = total;
+        ++total;
+      }
+    }
+  }
+  json r = {{"total", total}, {"offset", offset}, {"rows", std::move(rows)}};
+  if (locate >= 0) r["located"] = located >= 0 ? json(located) : json();
+  return r;
+}
+
+json ServedRun::spans(const Params& p) const {
+  const double t0 = get_num(p, "t0", 0, 0, 1e19);
+  const double t1 = get_num(p, "t1", static_cast<double>(t_end_ns_), 0, 1e19);
+  if (t1 <= t0) bad(400, "parameter 't1' must be greater than 't0'");
+  const int64_t px = get_int(p, "px", 1500, 1, 20000);
+  const int64_t limit = get_int(p, "limit", 20000, 0, 200000);
+  const double lo = std::max(0.0, t0 - static_cast<double>(max_span_ns_));
+  auto first = std::lower_bound(spans_.begin(), spans_.end(), lo,
+                                [](const trace::SpanRecord& s, double v) { return static_cast<double>(s.start_ns) < v; });
+  std::vector<const trace::SpanRecord*> in;
+  for (auto it = first; it != spans_.end() && static_cast<double>(it->start_ns) <= t1; ++it)
+    if (static_cast<double>(it->end_ns) >= t0) in.push_back(&*it);
+  auto op_of = [&](const trace::SpanRecord& s) -> const trace::OpRecord* {
+    if (s.step >= n_steps()) return nullptr;
+    const auto [b, e] = step_ops_[s.step];
+    if (b + s.node < e && ops_[b + s.node].node == s.node) return &ops_[b + s.node];
+    for (size_t i = b; i < e; ++i)
+      if (ops_[i].node == s.node) return &ops_[i];
+    return nullptr;
+  };
+  json r = {{"t0", t0}, {"t1", t1}, {"threads", n_threads_}, {"count", in.size()}};
+  if (static_cast<int64_t>(in.size()) <= limit) {
+    json rows = json::array();
+    for (const trace::SpanRecord* s : in) {
+      const trace::OpRecord* o = op_of(*s);
+      rows.push_back({s->thread, s->start_ns, s->end_ns, s->step, s->node, o ? static_cast<int>(o->op) : -1,
+                      o ? o->layer : -1, o ? static_cast<int64_t>(o - ops_.data()) : -1});
+    }
+    r["mode"] = "spans";
+    r["columns"] = {"thread", "start_ns", "end_ns", "step", "node", "op", "layer", "i"};
+    r["spans"] = std::move(rows);
+    return r;
+  }
+  // Too many to send: per thread and pixel bucket, the busy fraction and the op kind / layer with the most time.
+  const double w = (t1 - t0) / static_cast<double>(px);
+  struct Bucket {
+    double busy = 0;
+    double by_op[static_cast<int>(OpKind::kCount)] = {};
+    std::map<int, double> by_layer;
+  };
+  std::map<std::pair<int, int64_t>, Bucket> buckets;
+  for (const trace::SpanRecord* s : in) {
+    const trace::OpRecord* o = op_of(*s);
+    const double a = std::max<double>(t0, s->start_ns), b = std::min<double>(t1, s->end_ns);
+    if (b < a) continue;
+    int64_t i0 = static_cast<int64_t>((a - t0) / w), i1 = static_cast<int64_t>((b - t0) / w);
+    i1 = std::min<int64_t>(i1, px - 1);
+    for (int64_t i = i0; i <= i1; ++i) {
+      const double ba = t0 + i * w, bb = ba + w;
+      const double ov = std::max(0.0, std::min(b, bb) - std::max(a, ba));
+      Bucket& k = buckets[{s->thread, i}];
+      k.busy += ov;
+      if (o) {
+        k.by_op[static_cast<int>(o->op)] += ov;
+        k.by_layer[o->layer] += ov;
+      }
+    }
+  }
+  json rows = json::array();
+  for (const auto& [key, k] : buckets) {
+    const int op = static_cast<int>(std::max_element(k.by_op, k.by_op + static_cast<int>(OpKind::kCount)) - k.by_op);
+    int layer = -1;
+    double best = -1;
+    for (const auto& [l, v] : k.by_layer)
+      if (v > best) best = v, layer = l;
+    rows.push_back({key.first, key.second, std::round(std::min(1.0, k.busy / w) * 1000) / 1000, op, layer});
+  }
+  r["mode"] = "buckets";
+  r["px"] = px;
+  r["columns"] = {"thread", "bucket", "busy", "op", "layer"};
+  r["buckets"] = std::move(rows);
+  return r;
+}
+
+json ServedRun::graph(const Params& p) const {
+  const uint32_t step = parse_step(p, "step", 0);
+  if (step >= step_graph_.size() || step_graph_[step] < 0 || !graphs_.count(step_graph_[step]))
+    bad(404, fmt::format("no graph recorded for step {}", step));
+  const int gid = step_graph_[step];
+  json timing = json::array();
+  const auto [b, e] = step_ops_[step];
+  for (size_t i = b; i < e; ++i) {
+    const trace::OpRecord& o = ops_[i];
+    timing.push_back({o.node, o.start_ns, o.end_ns, o.thread, i});
+  }
+  return {{"step", step},
+          {"graph_id", gid},
+          {"graph", graphs_.at(gid)},
+          {"timing_columns", {"node", "start_ns", "end_ns", "thread", "i"}},
+          {"timing", std::move(timing)}};
+}
+
+json ServedRun::buffers(const Params& p) const {
+  const double t0 = get_num(p, "t0", 0, 0, 1e19);
+  const double t1 = get_num(p, "t1", static_cast<double>(std::max<uint64_t>(t_end_ns_, 1)), 0, 1e19);
+  if (t1 <= t0) bad(400, "parameter 't1' must be greater than 't0'");
+  const int64_t px = get_int(p, "px", 800, 1, 20000);
+  const int64_t max_events = get_int(p, "max_events", 2000, 0, 100000);
+  const double w = (t1 - t0) / static_cast<double>(px);
+  // Per pool and bucket, the highest live byte count (the value carried over from before t0 included).
+  json series = json::object();
+  for (size_t q = 0; q < buffer_pools_.size(); ++q) {
+    std::vector<int64_t> maxv(px, -1);
+    const std::vector<int64_t>& live = live_bytes_[q];
+    auto it = std::upper_bound(live_t_.begin(), live_t_.end(), t0);
+    size_t k = it - live_t_.begin();
+    int64_t current = k > 0 ? live[k - 1] : 0;
+    for (int64_t i = 0; i < px; ++i) {
+      const double end = t0 + (i + 1) * w;
+      int64_t m = current;
+      while (k < live_t_.size() && static_cast<double>(live_t_[k]) < end) {
+        current = live[k];
+        m = std::max(m, current);
+        ++k;
+      }
+      maxv[i] = m;
+    }
+    series[buffer_pools_[q]] = maxv;
+  }
+  json events = json::array();
+  size_t n_events = 0;
+  std::vector<const json*> in;
+  for (const json& e : buffer_events_) {
+    const double t = e[0].get<double>();
+    if (t >= t0 && t <= t1) in.push_back(&e);
+  }
+  n_events = in.size();
+  if (static_cast<int64_t>(n_events) <= max_events)
+    for (const json* e : in) events.push_back(*e);
+  return {{"t0", t0},
+          {"t1", t1},
+          {"px", px},
+          {"pools", buffer_pools_},
+          {"live_max", std::move(series)},
+          {"peak", {{"bytes", peak_bytes_}, {"t_ns", peak_t_}}},
+          {"event_count", n_events},
+          {"events_columns", {"t_ns", "step", "kind", "pool", "buffer_id", "offset", "bytes", "tensor", "reuse"}},
+          {"events", std::move(events)},
+          {"steps", buffer_steps_}};
+}
+
+json ServedRun::heatmap(const Params& p) const {
+  const uint32_t step = parse_step(p, "step", static_cast<uint32_t>(std::max<size_t>(n_steps(), 1) - 1));
+  const bool cumulative = get_bool(p, "cumulative", true);
+  const uint64_t file_size = memory_map_.value("file_size", uint64_t{0});
+  const int64_t bins = get_int(p, "bins", 1000, 1, 20000);
+  const int64_t tbins = get_int(p, "track_bins", 512, 1, 20000);
+  const double start = get_num(p, "start", 0, 0, static_cast<double>(std::max<uint64_t>(file_size, 1)));
+  const double end = get_num(p, "end", static_cast<double>(file_size), 0, static_cast<double>(std::max<uint64_t>(file_size, 1)));
+  if (end <= start) bad(400, "parameter 'end' must be greater than 'start'");
+  const double width = (end - start) / static_cast<double>(bins);
+
+  // Runtime tracks: KV cache buffers side by side; activation arena, scratch and inputs side by side.
+  struct Track {
+    std::string name;
+    std::vector<std::pair<int, uint64_t>> base;  // buffer id -> offset in the track
+    uint64_t size = 0;
+    std::vector<double> read, write;
+  };
+  Track kv{"KV cache", {}, 0, {}, {}}, act{"activations", {}, 0, {}, {}};
+  for (const Buffer& b : buffers_) {
+    Track& t = b.pool == Pool::KV_CACHE ? kv : act;
+    t.base.push_back({b.id, t.size});
+    t.size += b.size;
+  }
+  for (Track* t : {&kv, &act}) t->read.assign(tbins, 0), t->write.assign(tbins, 0);
+  std::map<int, std::pair<Track*, uint64_t>> where;
+  for (Track* t : {&kv, &act})
+    for (auto [id, base] : t->base) where[id] = {t, base};
+
+  const json& tensors = memory_map_["tensors"];
+  std::vector<std::pair<uint64_t, size_t>> by_offset;  // offset_start -> tensor index
+  for (size_t i = 0; i < tensors.size(); ++i) by_offset.push_back({tensors[i].value("offset_start", uint64_t{0}), i});
+  std::sort(by_offset.begin(), by_offset.end());
+  std::vector<uint64_t> t_reads(tensors.size(), 0), t_bytes(tensors.size(), 0);
+
+  std::vector<double> file(bins, 0);
+  uint64_t file_bytes = 0, kv_read = 0, kv_written = 0, act_read = 0, act_written = 0;
+  const uint32_t s0 = cumulative ? 0 : step;
+  for (uint32_t s = s0; s <= step; ++s) {
+    for (const Touch& t : step_touches_[s]) {
+      if (t.buffer_id < 0) {
+        add_range(file, start, width, t.offset, t.offset + t.length);
+        file_bytes += t.length;
+        auto it = std::upper_bound(by_offset.begin(), by_offset.end(), std::make_pair(t.offset, SIZE_MAX));
+        if (it != by_offset.begin()) {
+          const size_t ti = std::prev(it)->second;
+          t_reads[ti] += 1;
+          t_bytes[ti] += t.length;
+        }
+        continue;
+      }
+      auto w = where.find(t.buffer_id);
+      if (w == where.end()) continue;
+      Track& tr = *w->second.first;
+      const double tw = static_cast<double>(std::max<uint64_t>(tr.size, 1)) / static_cast<double>(tbins);
+      add_range(t.write ? tr.write : tr.read, 0, tw, w->second.second + t.offset, w->second.second + t.offset + t.length);
+      if (&tr == &kv) (t.write ? kv_written : kv_read) += t.length;
+      else (t.write ? act_written : act_read) += t.length;
+    }
+  }
+  json tensor_rows = json::array();
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (t_reads[i]) tensor_rows.push_back({i, t_reads[i], t_bytes[i]});
+  json tracks = json::array();
+  for (Track* t : {&kv, &act}) {
+    const double tw = static_cast<double>(std::max<uint64_t>(t->size, 1)) / static_cast<double>(tbins);
+    json segs = json::array();
+    for (auto [id, base] : t->base) {
+      auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const Buffer& b) { return b.id == id; });
+      segs.push_back({{"buffer_id", id}, {"name", it->name}, {"pool", pool_name(it->pool)}, {"start", base}, {"end", base + it->size}});
+    }
+    tracks.push_back({{"name", t->name}, {"size", t->size}, {"bins", tbins}, {"segments", segs},
+                      {"read", rounded(t->read, tw)}, {"write", rounded(t->write, tw)}});
+  }
+  return {{"step", step},
+          {"cumulative", cumulative},
+          {"start", start},
+          {"end", end},
+          {"bins", bins},
+          {"file_size", file_size},
+          {"file", rounded(file, width)},
+          {"tensor_columns", {"tensor", "reads", "bytes"}},
+          {"tensors", std::move(tensor_rows)},
+          {"bytes", {{"file", file_bytes}, {"kv_read", kv_read}, {"kv_written", kv_written},
+                     {"activation_read", act_read}, {"activation_written", act_written}}},
+          {"tracks", std::move(tracks)}};
+}
+
+json ServedRun::summary() const {
+  json steps = json::array();
+  const size_t nk = static_cast<size_t>(OpKind::kCount);
+  std::map<int, uint64_t> layer_ns;
+  std::vector<uint64_t> kind_ns(nk, 0), kind_count(nk, 0);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> tensor_reads;  // name -> reads, bytes
+  for (size_t s = 0; s < n_steps(); ++s) {
+    const auto [b, e] = step_ops_[s];
+    uint64_t fb = 0, bb = 0, ns = 0;
+    for (size_t i = b; i < e; ++i) {
+      const trace::OpRecord& o = ops_[i];
+      const uint64_t d = o.end_ns - o.start_ns;
+      ns += d;
+      layer_ns[o.layer] += d;
+      kind_ns[static_cast<size_t>(o.op)] += d;
+      kind_count[static_cast<size_t>(o.op)] += 1;
+      for (const trace::TensorRecord& in : o.inputs) {
+        uint64_t bytes = 0;
+        bool file = false;
+        for (const trace::RangeRecord& r : in.ranges) {
+          (r.pool == Pool::MODEL_FILE ? fb : bb) += r.length;
+          if (r.pool == Pool::MODEL_FILE) file = true, bytes += r.length;
+        }
+        if (file) {
+          auto& tr = tensor_reads[in.name];
+          tr.first += 1;
+          tr.second += bytes;
+        }
+      }
+    }
+    json row = {{"step", s}, {"ops", e - b}, {"op_ns", ns}, {"file_bytes", fb}, {"buffer_bytes", bb}};
+    if (s < markers_.size()) {
+      row["phase"] = phase_name(markers_[s].phase);
+      row["start_ns"] = markers_[s].start_ns;
+      row["end_ns"] = markers_[s].end_ns;
+      row["token"] = markers_[s].token;
+    }
+    if (s < steps_jsonl_.size()) {
+      const json& j = steps_jsonl_[s];
+      row["token_text"] = j.value("token_text", json());
+      row["entropy"] = j.value("entropy", json());
+      row["top1_top2_gap"] = j.value("top1_top2_gap", json());
+    }
+    steps.push_back(std::move(row));
+  }
+  json layers = json::array();
+  for (const auto& [l, ns] : layer_ns) layers.push_back({{"layer", l >= 0 ? json(l) : json()}, {"ns", ns}});
+  json kinds = json::array();
+  for (size_t k = 0; k < nk; ++k)
+    if (kind_count[k]) kinds.push_back({{"op", op_name(static_cast<OpKind>(k))}, {"count", kind_count[k]}, {"ns", kind_ns[k]}});
+  std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> hot(tensor_reads.begin(), tensor_reads.end());
+  std::sort(hot.begin(), hot.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  if (hot.size() > 25) hot.resize(25);
+  json hottest = json::array();
+  for (const auto& [name, rb] : hot) hottest.push_back({{"name", name}, {"reads", rb.first}, {"bytes", rb.second}});
+  return {{"steps", std::move(steps)}, {"layers", std::move(layers)}, {"op_kinds", std::move(kinds)},
+          {"hottest_tensors", std::move(hottest)}, {"peak_buffer_bytes", peak_bytes_}};
+}
+
+Api::Api(const std::vector<std::string>& run_dirs) {
+  for (const std::string& d : run_dirs) runs_.push_back(std::make_unique<ServedRun>(d));
+}
+
+Response Api::handle(const std::string& path, const Params& params) const {
+  auto error = [](int status, const std::string& message) {
+    return Response{status, json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace)};
+  };
+  try {
+    std::vector<std::string> parts;
+    {
+      std::stringstream ss(path);
+      std::string part;
+      while (std::getline(ss, part, '/'))
+        if (!part.empty()) parts.push_back(part);
+    }
+    for (const std::string& part : parts)
+      if (part == ".." || part == "." || part.find('\0') != std::string::npos) return error(400, "bad path");
+    if (parts.size() < 2 || parts[0] != "api" || parts[1] != "runs") return error(404, "unknown route " + path);
+    json body;
+    if (parts.size() == 2) {
+      body = json::array();
+      for (size_t i = 0; i < runs_.size(); ++i) body.push_back(runs_[i]->summary_entry(i));
+      body = json{{"runs", body}};
+    } else {
+      int64_t index = 0;
+      if (!parse_i64(parts[2], index) || index < 0 || index >= static_cast<int64_t>(runs_.size()))
+        return error(404, "no run '" + parts[2] + "'");
+      const ServedRun& r = *runs_[index];
+      const std::string what = parts.size() >= 4 ? parts[3] : "run";
+      if (parts.size() > 4) return error(404, "unknown route " + path);
+      if (what == "run") body = r.run_json();
+      else if (what == "memory-map") body = r.memory_map();
+      else if (what == "steps") body = r.steps(params);
+      else if (what == "ops") body = r.ops(params);
+      else if (what == "spans") body = r.spans(params);
+      else if (what == "graph") body = r.graph(params);
+      else if (what == "buffers") body = r.buffers(params);
+      else if (what == "heatmap") body = r.heatmap(params);
+      else if (what == "summary") body = r.summary();
+      else return error(404, "unknown route " + path);
+    }
+    return {200, body.dump(-1, ' ', false, json::error_handler_t::replace)};
+  } catch (const ApiError& e) {
+    return error(e.status, e.message);
+  } catch (const std::exception& e) {
+    return error(500, std::string("internal error: ") + e.what());
+  }
+}
+
+}  // namespace tt::serve

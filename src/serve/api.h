@@ -1,0 +1,106 @@
+// The viewer's JSON API (docs/viewer.md), independent of HTTP: `tensortrace serve` (tools/serve.cpp) maps requests
+// to Api::handle. Each run directory is loaded once (trace indexed by step and by time) and answers range queries,
+// so a long trace opens without sending everything.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "trace/records.h"
+
+namespace tt::serve {
+
+using Params = std::map<std::string, std::string>;
+
+struct Response {
+  int status = 200;
+  std::string body;  // JSON
+};
+
+// One loaded run directory.
+class ServedRun {
+ public:
+  explicit ServedRun(const std::string& dir);  // throws tt::Error when it is not a readable run directory
+
+  const std::string& dir() const { return dir_; }
+  nlohmann::json summary_entry(size_t index) const;  // for /api/runs
+
+  nlohmann::json run_json() const;
+  const nlohmann::json& memory_map() const { return memory_map_; }
+  nlohmann::json steps(const Params& p) const;
+  nlohmann::json ops(const Params& p) const;
+  nlohmann::json spans(const Params& p) const;
+  nlohmann::json graph(const Params& p) const;
+  nlohmann::json buffers(const Params& p) const;
+  nlohmann::json heatmap(const Params& p) const;
+  nlohmann::json summary() const;
+
+  // A tracked runtime buffer (KV cache layers, activation arena, scratch, inputs).
+  struct Buffer {
+    int id = -1;
+    Pool pool = Pool::ACTIVATION;
+    std::string name;
+    uint64_t size = 0;
+  };
+  // A byte range touched by an op, reduced to what the heatmap needs.
+  struct Touch {
+    int32_t buffer_id;  // -1: model file
+    uint64_t offset, length;
+    bool write;
+  };
+
+ private:
+  void index_trace();
+  void load_buffers();
+  nlohmann::json op_row(size_t i) const;
+  size_t n_steps() const { return step_ops_.size(); }
+  uint32_t parse_step(const Params& p, const char* key, uint32_t dflt) const;
+
+  std::string dir_;
+  nlohmann::json run_, memory_map_, graph_index_;
+  std::vector<nlohmann::json> steps_jsonl_;
+  std::map<int, nlohmann::json> graphs_;  // graph id -> graphs/graph-NNNN.json
+  std::vector<int> step_graph_;           // step -> graph id
+
+  std::vector<trace::StepMarker> markers_;
+  std::vector<trace::OpRecord> ops_;
+  std::vector<std::pair<size_t, size_t>> step_ops_;  // step -> [first, last) in ops_
+  std::vector<trace::SpanRecord> spans_;              // sorted by start
+  uint64_t max_span_ns_ = 0, t_end_ns_ = 0;
+  int n_threads_ = 0;
+  bool complete_ = true;
+  std::string stop_reason_;
+
+  std::vector<std::vector<Touch>> step_touches_;  // step -> ranges read/written
+  std::vector<Buffer> buffers_;
+
+  // buffers.json: events and a live-bytes series per pool
+  std::vector<std::string> buffer_pools_;                // pool names in the series
+  std::vector<uint64_t> live_t_;                         // event times
+  std::vector<std::vector<int64_t>> live_bytes_;         // [pool][event index] live bytes after the event
+  nlohmann::json buffer_events_, buffer_steps_;
+  uint64_t peak_bytes_ = 0, peak_t_ = 0;
+};
+
+class Api {
+ public:
+  explicit Api(const std::vector<std::string>& run_dirs);  // loads every run; throws tt::Error
+  // path: the decoded request path beginning with /api/; params: the query parameters.
+  Response handle(const std::string& path, const Params& params) const;
+  size_t run_count() const { return runs_.size(); }
+  const ServedRun& run(size_t i) const { return *runs_[i]; }
+
+ private:
+  std::vector<std::unique_ptr<ServedRun>> runs_;
+};
+
+// Thrown by parameter checks: becomes a 4xx JSON error.
+struct ApiError {
+  int status;
+  std::string message;
+};
+
+}  // namespace tt::serve
