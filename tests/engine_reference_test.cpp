@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "model/engine.h"
 #include "model/generate.h"
@@ -96,6 +98,43 @@ TEST_P(EngineReference, FreeRunningGreedy) {
       ASSERT_EQ(r.tokens[step], c.greedy_tokens[step]) << "first difference at step " << step;
     }
   }
+}
+
+// Diagnostic (disabled by default; run with --gtest_also_run_disabled_tests): per model, the max |diff| of the
+// first-step logits and of the teacher-forced top-5 logits over every prompt and step, without stopping at the
+// first failure -- for measuring how close a kernel change brings the engine to llama.cpp.
+TEST_P(EngineReference, DISABLED_DiffSummary) {
+  TT_REQUIRE_SHARED();
+  const std::string model_name = GetParam();
+  auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
+  Engine engine(*model, {1024, 2, GgmlType::F16});
+  float worst_first = 0, worst_top5 = 0;
+  int first_over = 0, top5_over = 0, steps = 0;
+  for (const test::GreedyCase& c : test::load_greedy_cases(model_name)) {
+    engine.reset();
+    std::span<const float> logits = engine.eval(c.prompt_tokens);
+    if (const char* dir = std::getenv("TT_DIAG_DUMP")) {  // first-step logits, for comparing two builds/settings
+      std::string path = std::string(dir) + "/" + model_name + ".p" + std::to_string(c.index) + ".f32";
+      if (FILE* f = std::fopen(path.c_str(), "wb")) {
+        std::fwrite(logits.data(), sizeof(float), logits.size(), f);
+        std::fclose(f);
+      }
+    }
+    float m = 0;
+    for (size_t i = 0; i < logits.size(); ++i) m = std::max(m, std::fabs(logits[i] - c.first_logits[i]));
+    worst_first = std::max(worst_first, m);
+    first_over += m > kLogitTolerance;
+    for (size_t step = 0; step < c.top5.size(); ++step) {
+      if (step > 0) logits = engine.eval(std::span<const int32_t>(&c.greedy_tokens[step - 1], 1));
+      float ms = 0;
+      for (const auto& [id, ref] : c.top5[step]) ms = std::max(ms, std::fabs(logits[id] - ref));
+      worst_top5 = std::max(worst_top5, ms);
+      top5_over += ms > kLogitTolerance;
+      ++steps;
+    }
+  }
+  std::printf("DIFF %-28s first %.5f (%d prompts over)  top5 %.5f (%d/%d steps over)\n", model_name.c_str(),
+              worst_first, first_over, worst_top5, top5_over, steps);
 }
 
 std::string param_name(const ::testing::TestParamInfo<std::string>& info) {

@@ -175,6 +175,30 @@ void load_row(const uint8_t* src, GgmlType type, float* dst, int64_t n) {
     std::memcpy(dst, src, n * sizeof(float));
 }
 
+// ggml_vec_dot_f16 on AVX-512 (values already f16-exact, here as f32): 64-element steps in four 16-lane FMA
+// accumulators, reduced (a0+a2)+(a1+a3) then _mm512_reduce_add_ps's tree; the tail (all of it when n < 64)
+// summed in double, one float product at a time.
+float dot_f16_like_ggml(const float* x, const float* y, int64_t n) {
+  const int64_t np = n & ~int64_t{63};
+  double sumf = 0.0;
+  if (np > 0) {
+    float acc[4][16] = {};
+    for (int64_t i = 0; i < np; i += 64)
+      for (int j = 0; j < 4; ++j)
+        for (int l = 0; l < 16; ++l) acc[j][l] = std::fma(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+    float v[16];
+    for (int l = 0; l < 16; ++l) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    // _mm512_reduce_add_ps (GCC): 256-bit halves, 128-bit halves, then lanes {0,1}+{2,3}, then [0]+[1].
+    float h8[8], h4[4];
+    for (int l = 0; l < 8; ++l) h8[l] = v[8 + l] + v[l];
+    for (int l = 0; l < 4; ++l) h4[l] = h8[4 + l] + h8[l];
+    const float a0 = h4[0] + h4[2], a1 = h4[1] + h4[3];
+    sumf = static_cast<double>(a0 + a1);
+  }
+  for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(x[i] * y[i]);
+  return static_cast<float>(sumf);
+}
+
 // Attention streamed over the cache with an online softmax (as ggml's flash-attention CPU kernel): for every
 // (token, head), one pass over positions [0, pos], never materialising the score matrix.
 // src: q view [head_dim, n_tokens, n_heads] (storage [head_dim, n_heads, n_tokens]), K and V cache views.
@@ -205,9 +229,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
     for (int64_t pos = 0; pos <= last; ++pos) {
       load_row(kc.data + pos * kc.row_size() + kvh * head_dim * (kc.row_size() / kv_width), kc.type, kf.data(),
                head_dim);
-      float s = 0.0f;
-      for (int64_t d = 0; d < head_dim; ++d) s += qf[d] * kf[d];
-      s *= scale;
+      float s = dot_f16_like_ggml(kf.data(), qf.data(), head_dim) * scale;
       float ms = 1.0f, vs = 1.0f;
       if (s > max_score) {
         ms = std::exp(max_score - s);
@@ -219,15 +241,45 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
       load_row(vc.data + pos * vc.row_size() + kvh * head_dim * (vc.row_size() / kv_width), vc.type, vf.data(),
                head_dim);
       for (int64_t d = 0; d < head_dim; ++d) acc[d] = round16(std::fma(vf[d], vs, acc[d]));
-      sum = sum * ms + vs;
+      sum = std::fma(sum, ms, vs);  // S = S*ms + vs, contracted to an FMA in llama.cpp's -march=native build
     }
     float* out = n.out->as<float>() + (t * n_heads + h) * head_dim;
-    for (int64_t d = 0; d < head_dim; ++d) out[d] = acc[d] / sum;
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // as ggml: V scaled by 1/S
+    for (int64_t d = 0; d < head_dim; ++d) out[d] = acc[d] * inv;
   }
 }
 
+// ggml_v_expf (ggml-cpu/vec.h, AVX-512 variant: what llama.cpp runs on this machine), one lane at a time: the
+// same fused multiply-adds and constants, scalef as ldexp (both exact or correctly rounded for integral n).
+float ggml_v_expf_lane(float x) {
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float nn = z - r;
+  const float b = std::fma(-nn, 0x1.7f7d1cp-20f, std::fma(-nn, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (std::fabs(nn) > 192.0f) return nn <= 0.0f ? 0.0f : INFINITY;
+  return std::ldexp(j, static_cast<int>(nn));
+}
+
+// ggml_vec_swiglu_f32: 16-lane blocks through ggml_v_silu (x / (1 + v_expf(0 - x))), the tail through
+// ggml_silu_f32 (libm expf).
 void swiglu(const Node& n, const ComputeContext& ctx) {
-  binary(n, ctx, [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
+  const Tensor& a = *n.src[0];
+  const Tensor& b = *n.src[1];
+  const int64_t ne0 = a.ne[0];
+  const int64_t b_rows = b.n_rows();
+  const int64_t simd_end = ne0 & ~int64_t{15};
+  Range r = split(a.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t i = r.begin; i < r.end; ++i) {
+    const float* g = row_f32(a, i);
+    const float* u = row_f32(b, i % b_rows);
+    float* out = row_f32_mut(*n.out, i);
+    int64_t j = 0;
+    for (; j < simd_end; ++j) out[j] = g[j] / (1.0f + ggml_v_expf_lane(0.0f - g[j])) * u[j];
+    for (; j < ne0; ++j) out[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+  }
 }
 
 }  // namespace
