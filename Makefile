@@ -19,8 +19,9 @@ $(BUILD_DIR)/CMakeCache.txt:
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Generates a story greedily on the bundled model and traces every op into runs/<date-time>-<model>/.
 run: build
-	$(BUILD_DIR)/tensortrace inspect $(MODEL)
+	$(BUILD_DIR)/tensortrace run -m $(MODEL) -p "$(PROMPT)" -n 64 --temp 0
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
