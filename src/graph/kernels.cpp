@@ -143,8 +143,10 @@ void rope(const Node& n, const ComputeContext& ctx) {
         const int a = p.neox ? i0 / 2 : i0;
         const int b = p.neox ? i0 / 2 + p.n_dims / 2 : i0 + 1;
         const float x0 = in[a], x1 = in[b];
-        out[a] = x0 * cache[i0] - x1 * cache[i0 + 1];
-        out[b] = x0 * cache[i0 + 1] + x1 * cache[i0];
+        // llama.cpp's -march=native build contracts x0*cos - x1*sin into fma(x0, cos, -(x1*sin)) (the first
+        // product fused, the second rounded), and likewise the second line.
+        out[a] = std::fma(x0, cache[i0], -(x1 * cache[i0 + 1]));
+        out[b] = std::fma(x0, cache[i0 + 1], x1 * cache[i0]);
       }
     }
   }
