@@ -1,0 +1,178 @@
+// Each op's kernel on small hand-computed cases, and the builder's always-on bounds and shape checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/error.h"
+#include "exec/allocator.h"
+#include "exec/executor.h"
+#include "exec/thread_pool.h"
+#include "graph/builder.h"
+#include "graph/kernels.h"
+
+namespace tt {
+namespace {
+
+// A graph whose leaf tensors hold given floats; run() places activations and executes with n threads.
+struct OpHarness {
+  Graph g;
+  GraphBuilder b{g};
+  std::vector<std::vector<float>> storage;
+  AlignedBuffer arena, scratch;
+
+  Tensor* leaf(const std::string& name, std::initializer_list<int64_t> ne, std::vector<float> values) {
+    storage.push_back(std::move(values));
+    Tensor* t = g.new_tensor(name, GgmlType::F32, ne, -1, Pool::INPUT);
+    t->data = reinterpret_cast<uint8_t*>(storage.back().data());
+    t->buffer_id = 100 + static_cast<int>(storage.size());
+    TT_CHECK(static_cast<size_t>(t->n_elements()) == storage.back().size(), "leaf size");
+    g.buffers.push_back({t->buffer_id, Pool::INPUT, name, t->data, storage.back().size() * 4});
+    return t;
+  }
+  void run(const std::vector<const Tensor*>& keep, int threads = 1) {
+    AllocPlan plan = plan_activations(g, keep);
+    arena.reserve(plan.arena_bytes);
+    scratch.reserve(max_scratch_bytes(g) + 64);
+    g.buffers.push_back({1, Pool::ACTIVATION, "activations", arena.data(), arena.size()});
+    bind_activation_data(g, arena.data(), 1);
+    resolve_ranges(g, 0);
+    ThreadPool pool(threads);
+    Executor(pool).run(g, scratch.data(), nullptr);
+  }
+};
+
+std::vector<float> values(const Tensor* t) { return {t->as<float>(), t->as<float>() + t->n_elements()}; }
+
+TEST(Ops, RmsNorm) {
+  OpHarness h;
+  Tensor* x = h.leaf("x", {2, 2}, {3, 4, 1, 1});
+  Tensor* y = h.b.rms_norm(x, 0.0f, "norm");
+  h.run({y});
+  // mean of squares 12.5 -> 1/sqrt(12.5); row 2: mean 1 -> unchanged.
+  std::vector<float> v = values(y);
+  EXPECT_NEAR(v[0], 3 / std::sqrt(12.5f), 1e-6);
+  EXPECT_NEAR(v[1], 4 / std::sqrt(12.5f), 1e-6);
+  EXPECT_NEAR(v[2], 1.0f, 1e-6);
+  EXPECT_NEAR(v[3], 1.0f, 1e-6);
+}
+
+TEST(Ops, MulAddBroadcastAndSwiglu) {
+  OpHarness h;
+  Tensor* a = h.leaf("a", {2, 2}, {1, 2, 3, 4});
+  Tensor* w = h.leaf("w", {2}, {10, -1});
+  Tensor* m = h.b.mul(a, w, "m");
+  Tensor* s = h.b.add(a, w, "s");
+  Tensor* g = h.b.swiglu(a, a, "sw");
+  h.run({m, s, g});
+  EXPECT_EQ(values(m), (std::vector<float>{10, -2, 30, -4}));
+  EXPECT_EQ(values(s), (std::vector<float>{11, 1, 13, 3}));
+  // silu(x) * x
+  std::vector<float> sw = values(g);
+  for (int i = 0; i < 4; ++i) {
+    float x = static_cast<float>(i + 1);
+    EXPECT_NEAR(sw[i], x / (1 + std::exp(-x)) * x, 1e-5) << i;
+  }
+}
+
+TEST(Ops, MulMatF32AllThreadCounts) {
+  for (int threads : {1, 2, 3}) {
+    OpHarness h;
+    // W rows: [1,2,3], [0,1,0], [-1,0,1]; x rows [1,1,1], [2,0,-1]
+    Tensor* w = h.leaf("w", {3, 3}, {1, 2, 3, 0, 1, 0, -1, 0, 1});
+    Tensor* x = h.leaf("x", {3, 2}, {1, 1, 1, 2, 0, -1});
+    Tensor* y = h.b.mul_mat(w, x, "y");
+    h.run({y}, threads);
+    EXPECT_EQ(values(y), (std::vector<float>{6, 1, 0, -1, 0, -3})) << threads << " threads";
+  }
+}
+
+TEST(Ops, RopeNormalAndNeox) {
+  for (bool neox : {false, true}) {
+    OpHarness h;
+    // one head of 4 dims, one token at position 1.
+    Tensor* x = h.leaf("x", {4, 1, 1}, {1, 2, 3, 4});
+    Tensor* pos = h.leaf("pos", {1}, {0});
+    RopeParams p{4, neox, 10000.0f, 1.0f, nullptr};
+    Tensor* y = h.b.rope(x, pos, p, 1, "r");
+    h.run({y});
+    const float t0 = 1.0f, t1 = std::pow(10000.0f, -0.5f);
+    std::vector<float> v = values(y);
+    // normal pairs (0,1) at t0 and (2,3) at t1; NeoX pairs (0,2) at t0 and (1,3) at t1.
+    const int a0 = 0, b0 = neox ? 2 : 1, a1 = neox ? 1 : 2, b1 = 3;
+    const float in[4] = {1, 2, 3, 4};
+    EXPECT_NEAR(v[a0], in[a0] * std::cos(t0) - in[b0] * std::sin(t0), 1e-5);
+    EXPECT_NEAR(v[b0], in[a0] * std::sin(t0) + in[b0] * std::cos(t0), 1e-5);
+    EXPECT_NEAR(v[a1], in[a1] * std::cos(t1) - in[b1] * std::sin(t1), 1e-5);
+    EXPECT_NEAR(v[b1], in[a1] * std::sin(t1) + in[b1] * std::cos(t1), 1e-5);
+  }
+}
+
+TEST(Ops, AttentionOverCache) {
+  OpHarness h;
+  // head_dim 2, 1 head, 1 kv head, cache of 4 positions (F32), querying at position 1 (attends 0 and 1).
+  Tensor* cache_k = h.leaf("cache_k", {2, 4}, {1, 0, 0, 1, 9, 9, 9, 9});
+  Tensor* cache_v = h.leaf("cache_v", {2, 4}, {1, 2, 3, 4, 9, 9, 9, 9});
+  cache_k->pool = cache_v->pool = Pool::KV_CACHE;
+  Tensor* q = h.leaf("q", {2, 1, 1}, {2, 0});
+  Tensor* y = h.b.flash_attn(q, cache_k, cache_v, 1, 2, 1.0f, "attn");
+  h.run({y});
+  // scores: q.k0 = 2, q.k1 = 0 -> softmax (e^2, 1)/(e^2+1)
+  const float p0 = std::exp(2.0f) / (std::exp(2.0f) + 1), p1 = 1 - p0;
+  std::vector<float> v = values(y);
+  EXPECT_NEAR(v[0], p0 * 1 + p1 * 3, 1e-5);
+  EXPECT_NEAR(v[1], p0 * 2 + p1 * 4, 1e-5);
+}
+
+TEST(Ops, GetRowsReadsOnlyThoseRows) {
+  OpHarness h;
+  Tensor* table = h.leaf("table", {2, 3}, {0, 1, 10, 11, 20, 21});
+  Tensor* ids = h.leaf("ids", {2}, {0, 0});
+  Tensor* y = h.b.get_rows(table, ids, {2, 0}, "rows");
+  h.run({y});
+  EXPECT_EQ(values(y), (std::vector<float>{20, 21, 0, 1}));
+  const Node& n = h.g.nodes()[0];
+  ASSERT_EQ(n.reads.size(), 3u);  // row 2, row 0, the ids
+  EXPECT_EQ(n.reads[0].length, 8u);
+  EXPECT_EQ(n.reads[1].length, 8u);
+}
+
+TEST(Ops, BuilderChecksShapesAndBounds) {
+  OpHarness h;
+  Tensor* w = h.leaf("w", {3, 2}, std::vector<float>(6));
+  Tensor* x = h.leaf("x", {4, 1}, std::vector<float>(4));
+  try {
+    h.b.mul_mat(w, x, "bad");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MUL_MAT 'bad'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(h.b.get_rows(w, x, {2}, "past"), Error);
+  EXPECT_THROW(h.b.reshape(x, {3}, "wrong"), Error);
+  Tensor* cache = h.leaf("cache", {4, 2}, std::vector<float>(8));
+  cache->pool = Pool::KV_CACHE;
+  Tensor* rows = h.leaf("rows", {4, 2}, std::vector<float>(8));
+  try {
+    h.b.set_rows(cache, rows, 1, "overflow");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("context overflow"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Ops, AllocatorReusesFreedMemory) {
+  OpHarness h;
+  Tensor* x = h.leaf("x", {16}, std::vector<float>(16, 1.0f));
+  Tensor* a = h.b.add(x, x, "a");
+  Tensor* b2 = h.b.add(a, a, "b");  // a dies here
+  Tensor* c = h.b.add(b2, b2, "c"); // may reuse a's bytes
+  AllocPlan plan = plan_activations(h.g, {c});
+  bool reused = false;
+  for (const AllocEvent& e : plan.events) reused |= e.reuse;
+  EXPECT_TRUE(reused);
+  EXPECT_LT(plan.arena_bytes, 3u * 64u + 1u);
+}
+
+}  // namespace
+}  // namespace tt
