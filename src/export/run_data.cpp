@@ -202,7 +202,24 @@ void load_buffers(RunData& r) {
   });
 }
 
+// A worker's spans are written before the op record of their node: a trace cut there ends with spans of an op
+// that has no record. They are dropped, so every span has its op.
+void drop_orphan_spans(RunData& r) {
+  auto& t = r.trace;
+  if (t.complete || t.spans.empty()) return;
+  const uint32_t step = t.spans.back().step;
+  uint32_t ops_in_step = 0;  // a step's op records are nodes 0, 1, ... in order
+  for (auto it = t.ops.rbegin(); it != t.ops.rend() && it->step == step; ++it) ++ops_in_step;
+  size_t n = t.spans.size();
+  while (n > 0 && t.spans[n - 1].step == step && t.spans[n - 1].node >= ops_in_step) --n;
+  if (n == t.spans.size()) return;
+  r.warnings.push_back(
+      fmt::format("{} span(s) of step {} dropped: their op record is past the truncation", t.spans.size() - n, step));
+  t.spans.resize(n);
+}
+
 void index_trace(RunData& r) {
+  drop_orphan_spans(r);
   const auto& t = r.trace;
   uint32_t n_steps = 0;
   for (const auto& m : t.steps) n_steps = std::max(n_steps, m.step + 1);
@@ -328,12 +345,12 @@ RunData load_run(const std::string& dir_in, const LoadOptions& options) {
   if (options.trace) {
     if (!has_trace) fail("'{}' has no trace.bin (was the run made with tracing off?)", dir);
     r.trace = trace::read_trace(dir + "/trace.bin");
-    index_trace(r);
     if (!r.trace.complete)
       r.warnings.push_back(fmt::format("trace.bin is truncated at byte {} ({}): {} complete step(s) read",
                                        r.trace.stopped_at, r.trace.stop_reason,
                                        std::count_if(r.trace.steps.begin(), r.trace.steps.end(),
                                                      [](const trace::StepMarker& m) { return m.ended; })));
+    index_trace(r);
     if (r.trace.steps.size() != r.steps.size())
       r.warnings.push_back(
           fmt::format("trace.bin has {} step(s), steps.jsonl {}", r.trace.steps.size(), r.steps.size()));
