@@ -159,6 +159,9 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
   }
   index_trace();
   load_buffers();
+  lower_names_.reserve(ops_.size());
+  for (const trace::OpRecord& o : ops_) lower_names_.push_back(lower(o.name));
+  summary_ = compute_summary();
 }
 
 void ServedRun::index_trace() {
@@ -225,6 +228,7 @@ void ServedRun::load_buffers() {
   if (!events.is_array()) return;
   std::map<std::string, size_t> pool_index;
   std::vector<int64_t> live;
+  int64_t last_step = -1;
   for (const json& e : events) {
     if (!e.is_array() || e.size() < 8) continue;
     const std::string pool = e[3].get<std::string>();
@@ -252,6 +256,14 @@ void ServedRun::load_buffers() {
       live_bytes_.emplace_back(live_t_.size(), 0);
     }
     const size_t k = pool_index[pool];
+    // The arena, scratch and inputs are reused from scratch every step: what a step leaves allocated (its
+    // outputs) is gone when the next step begins.
+    const int64_t step = e[1].get<int64_t>();
+    if (step != last_step) {
+      for (const auto& [name, q] : pool_index)
+        if (name != "KV_CACHE") live[q] = 0;
+      last_step = step;
+    }
     live[k] += (e[2].get<std::string>() == "a" ? 1 : -1) * e[6].get<int64_t>();
     live_t_.push_back(e[0].get<uint64_t>());
     int64_t total = 0;
@@ -298,6 +310,16 @@ json ServedRun::run_json() const {
                   {"graphs", graphs_.size()},
                   {"buffers", buffers},
                   {"file_size", memory_map_.value("file_size", 0)}};
+  json times = json::array();
+  for (size_t st = 0; st < n_steps(); ++st) {
+    if (st < markers_.size()) {
+      times.push_back({markers_[st].start_ns, markers_[st].end_ns, phase_name(markers_[st].phase)});
+    } else {
+      const auto [b, e] = step_ops_[st];
+      times.push_back({b < e ? ops_[b].start_ns : 0, b < e ? ops_[e - 1].end_ns : 0, b < e ? phase_name(ops_[b].phase) : "?"});
+    }
+  }
+  derived["step_times"] = std::move(times);
   return {{"run", run_}, {"derived", derived}};
 }
 
@@ -418,6 +440,11 @@ json ServedRun::ops(const Params& p) const {
   const int64_t offset = get_int(p, "offset", 0, 0, INT64_MAX);
   const int64_t limit = get_int(p, "limit", 100, 0, 5000);
   const int64_t locate = get_int(p, "locate", -1, -1, INT64_MAX);
+  if (has(p, "i")) {  // one op by its index in the trace
+    const int64_t i = get_int(p, "i", 0, 0, std::max<int64_t>(0, static_cast<int64_t>(ops_.size()) - 1));
+    if (ops_.empty()) bad(404, "the run has no ops");
+    return {{"total", 1}, {"offset", 0}, {"rows", json::array({op_row(i)})}};
+  }
   const bool all = from == 0 && to == last && !by_layer && kinds.empty() && phase < 0 && name.empty() && views;
 
   json rows = json::array();
@@ -435,7 +462,7 @@ json ServedRun::ops(const Params& p) const {
         if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), o.op) == kinds.end()) continue;
         if (phase >= 0 && static_cast<int>(o.phase) != phase) continue;
         if (!views && op_is_view(o.op)) continue;
-        if (!name.empty() && lower(o.name).find(name) == std::string::npos) continue;
+        if (!name.empty() && lower_names_[i].find(name) == std::string::npos) continue;
         if (total >= offset && total < offset + limit) rows.push_back(op_row(i));
         if (static_cast<int64_t>(i) == locate) located = total;
         ++total;
@@ -676,7 +703,7 @@ json ServedRun::heatmap(const Params& p) const {
           {"tracks", std::move(tracks)}};
 }
 
-json ServedRun::summary() const {
+json ServedRun::compute_summary() const {
   json steps = json::array();
   const size_t nk = static_cast<size_t>(OpKind::kCount);
   std::map<int, uint64_t> layer_ns;

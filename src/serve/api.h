@@ -36,7 +36,7 @@ class ServedRun {
   nlohmann::json graph(const Params& p) const;
   nlohmann::json buffers(const Params& p) const;
   nlohmann::json heatmap(const Params& p) const;
-  nlohmann::json summary() const;
+  const nlohmann::json& summary() const { return summary_; }
 
   // A tracked runtime buffer (KV cache layers, activation arena, scratch, inputs).
   struct Buffer {
@@ -56,6 +56,7 @@ class ServedRun {
   void index_trace();
   void load_buffers();
   nlohmann::json op_row(size_t i) const;
+  nlohmann::json compute_summary() const;
   size_t n_steps() const { return step_ops_.size(); }
   uint32_t parse_step(const Params& p, const char* key, uint32_t dflt) const;
 
@@ -67,6 +68,8 @@ class ServedRun {
 
   std::vector<trace::StepMarker> markers_;
   std::vector<trace::OpRecord> ops_;
+  std::vector<std::string> lower_names_;  // ops_[i].name in lower case (name filter)
+  nlohmann::json summary_;
   std::vector<std::pair<size_t, size_t>> step_ops_;  // step -> [first, last) in ops_
   std::vector<trace::SpanRecord> spans_;              // sorted by start
   uint64_t max_span_ns_ = 0, t_end_ns_ = 0;

@@ -1,0 +1,220 @@
+// End-to-end test of the viewer: generates demo runs from models/stories260K.gguf, starts `tensortrace serve`,
+// drives Debian's chromium headless (playwright-core, no network), checks every view rendered real content and
+// that the views are synchronized, and saves screenshots.
+// Usage: node e2e/e2e.mjs TENSORTRACE_BINARY REPO_DIR SCREENSHOT_DIR [--measure RUN_DIR]
+import { chromium } from 'playwright-core';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const [bin, repo, shots, ...rest] = process.argv.slice(2);
+const measureDir = rest[0] === '--measure' ? rest[1] : null;
+if (!bin || !repo || !shots) { console.error('usage: e2e.mjs BIN REPO SCREENSHOT_DIR [--measure RUN_DIR]'); process.exit(2); }
+mkdirSync(shots, { recursive: true });
+const scratch = mkdtempSync(join(tmpdir(), 'tt-e2e-'));
+let failures = 0;
+const fail = (m) => { console.error(`FAIL: ${m}`); failures++; };
+const check = (c, m) => { if (!c) fail(m); else console.log(`ok: ${m}`); };
+
+function startServer(dirs) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(bin, ['serve', ...dirs, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60000);
+    p.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/serving (http:\/\/\S+)/);
+      if (m) { clearTimeout(timer); resolve({ proc: p, url: m[1] }); }
+    });
+    p.stderr.on('data', (d) => { out += d; });
+    p.on('exit', (code) => reject(new Error(`server exited ${code}: ${out}`)));
+  });
+}
+
+async function stopServer(s) {
+  const done = new Promise((r) => s.proc.once('exit', (code, sig) => r({ code, sig })));
+  s.proc.kill('SIGINT');
+  const r = await Promise.race([done, new Promise((res) => setTimeout(() => res(null), 5000))]);
+  if (!r) { s.proc.kill('SIGKILL'); fail('server did not stop on SIGINT'); } else check(r.code === 0, `server stopped cleanly on SIGINT (exit ${r.code})`);
+}
+
+async function launch() {
+  return chromium.launch({
+    executablePath: process.env.TT_CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run', '--disable-dev-shm-usage'],
+  });
+}
+
+// Non-background pixels of a canvas.
+const inkOf = (page, sel) => page.evaluate((sel) => {
+  const c = document.querySelector(sel);
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && (d[i] > 40 || d[i + 1] > 40 || d[i + 2] > 40)) n++;
+  return n;
+}, sel);
+
+// Runs `action` in the page and waits (rAF polling) until `cond` holds; returns the elapsed ms.
+async function timed(page, action, cond, arg) {
+  return page.evaluate(async ({ action, cond, arg }) => {
+    const a = new Function('arg', action), c = new Function('arg', cond);
+    const t = performance.now();
+    await a(arg);
+    while (!c(arg)) {
+      await new Promise((r) => requestAnimationFrame(r));
+      if (performance.now() - t > 20000) return -1;
+    }
+    return performance.now() - t;
+  }, { action: action.toString(), cond: cond.toString(), arg });
+}
+
+async function main() {
+  if (measureDir) return measure(measureDir);
+  const runA = join(scratch, 'run-a'), runB = join(scratch, 'run-b');
+  const model = join(repo, 'models', 'stories260K.gguf');
+  execFileSync(bin, ['run', '-m', model, '-p', 'Once upon a time', '-n', '24', '--temp', '0', '-t', '2', '-o', runA], { stdio: 'ignore' });
+  execFileSync(bin, ['run', '-m', model, '-p', 'Once upon a time there', '-n', '24', '--temp', '0', '-t', '1', '-o', runB], { stdio: 'ignore' });
+  const server = await startServer([runA, runB]);
+  const api = async (p) => (await fetch(server.url + p)).json();
+  const info = await api('api/runs/0/run');
+  const map = await api('api/runs/0/memory-map');
+  const browser = await launch();
+  try {
+    const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    await page.goto(server.url, { waitUntil: 'load' });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    check(errors.length === 0, `no page errors (${errors.join(' | ')})`);
+
+    // 1. heatmap: real pixels, reads recorded
+    check((await inkOf(page, '#heat-canvas')) > 1000, 'heatmap canvas has content');
+    check(Number(await page.getAttribute('#heat-canvas', 'data-nonzero')) > 10, 'heatmap shows read bins');
+    // hover the middle of token_embd.weight → tooltip names it
+    const emb = map.tensors.find((t) => t.name === 'token_embd.weight');
+    const box = await page.locator('#heat-canvas').boundingBox();
+    const x = box.x + ((emb.offset_start + emb.offset_end) / 2 / map.file_size) * box.width;
+    await page.mouse.move(x, box.y + 30);
+    await page.waitForSelector('#tooltip', { state: 'visible' });
+    const tip = await page.textContent('#tooltip');
+    check(tip.includes('token_embd.weight') && tip.includes('times read'), `heatmap tooltip shows the tensor (${tip.slice(0, 80)})`);
+    await page.locator('#heatmap').screenshot({ path: join(shots, 'heatmap.png') });
+    // step control changes the heatmap: step-only mode, step 0 (prompt: 5 embedding rows) vs step 3
+    await page.selectOption('#heat-mode', '0');
+    await page.waitForFunction(() => { const d = document.querySelector('#heat-canvas').dataset; return d.step === '0' && d.cumulative === '0'; });
+    const sig0 = await page.getAttribute('#heat-canvas', 'data-signature');
+    await page.locator('#step-slider').focus();
+    for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowRight');
+    await page.waitForFunction(() => { const d = document.querySelector('#heat-canvas').dataset; return d.step === '3' && d.cumulative === '0'; });
+    const sig3 = await page.getAttribute('#heat-canvas', 'data-signature');
+    check(sig0 !== sig3, `step control changes the heatmap (${sig0} → ${sig3})`);
+    check((await page.textContent('#step-label')).startsWith('step 3'), 'step label follows the keyboard');
+    await page.selectOption('#heat-mode', '1');
+    await page.mouse.move(5, 5);
+
+    // 2. timeline
+    check(Number(await page.getAttribute('#timeline-canvas', 'data-drawn')) > 0, 'timeline drew spans');
+    check((await inkOf(page, '#timeline-canvas')) > 1000, 'timeline canvas has content');
+    await page.locator('#timeline').screenshot({ path: join(shots, 'timeline.png') });
+
+    // 3. table: count matches the run, click selects the node in the graph
+    const count = (await page.textContent('#table-count')).replace(/[^0-9]/g, '');
+    check(Number(count) === info.derived.ops, `table counts every op (${count} = ${info.derived.ops})`);
+    await page.selectOption('#tf-op', 'MUL_MAT');
+    await page.waitForFunction(() => document.querySelector('#table-scroll .trow[data-i]:not([data-i=""])')?.children[4]?.textContent === 'MUL_MAT');
+    const row = page.locator('#table-scroll .trow[data-i]:not([data-i=""])').nth(3);
+    const node = await row.getAttribute('data-node'), step = await row.getAttribute('data-step');
+    await row.click();
+    await page.waitForSelector(`#graph-svg g.node.selected[data-id="node_${node}"]`, { timeout: 10000 });
+    check(true, `click in the table selects node_${node} of step ${step} in the graph`);
+    check((await page.textContent('#step-label')).startsWith(`step ${step}`), 'selecting an op selects its step');
+    await page.locator('#table-scroll').press('ArrowDown');
+    await page.waitForFunction((n) => document.querySelector('#graph-svg g.node.selected')?.dataset.id !== `node_${n}`, node);
+    check(true, 'arrow key in the table moves the selection (graph follows)');
+    await page.locator('#table').screenshot({ path: join(shots, 'table.png') });
+
+    // 4. graph: all layers → node count equals the step's graph
+    await page.selectOption('#graph-layer', 'all');
+    const g = await api(`api/runs/0/graph?step=${step}`);
+    await page.waitForFunction((n) => document.querySelectorAll('#graph-svg g.node').length === n, g.graph.nodes.length);
+    check(true, `graph shows all ${g.graph.nodes.length} nodes`);
+    await page.selectOption('#graph-layer', '1');
+    const n1 = await page.locator('#graph-svg g.node').count();
+    check(n1 > 10 && n1 < g.graph.nodes.length, `layer filter keeps one layer with its inputs (${n1} nodes)`);
+    await page.locator('#graph').screenshot({ path: join(shots, 'graph.png') });
+
+    // 5-7. buffers, logits, summary
+    check(Number(await page.getAttribute('#buffers-canvas', 'data-drawn')) > 0 && (await inkOf(page, '#buffers-canvas')) > 500, 'buffers chart drawn');
+    await page.locator('#buffers').screenshot({ path: join(shots, 'buffers.png') });
+    check(Number(await page.getAttribute('#logits-canvas', 'data-cells')) >= info.derived.steps, 'logit landscape drawn for every step');
+    check((await page.locator('#logits-topk .bar').count()) === 10, 'top-10 bars of the selected step');
+    await page.locator('#logits').screenshot({ path: join(shots, 'logits.png') });
+    check(Number(await page.getAttribute('#summary-canvas', 'data-steps')) === info.derived.steps, 'summary per step');
+    check((await page.locator('#hottest tr').count()) > 5, 'hottest tensors listed');
+    await page.locator('#summary').screenshot({ path: join(shots, 'summary.png') });
+    // compare mode
+    check((await page.locator('#compare-ops tr').count()) > 5, 'compare: time per op kind A vs B');
+    check((await page.locator('#compare-tokens .tokpair.differ').count()) > 0, 'compare: differing tokens marked');
+    await page.locator('#compare').screenshot({ path: join(shots, 'compare.png') });
+    await page.screenshot({ path: join(shots, 'page.png'), fullPage: true });
+    check(errors.length === 0, `still no page errors (${errors.join(' | ')})`);
+  } finally {
+    await browser.close();
+    await stopServer(server);
+  }
+}
+
+// First paint and interaction times on a (long) run.
+async function measure(dir) {
+  const server = await startServer([dir]);
+  const browser = await launch();
+  try {
+    const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
+    await page.goto(server.url, { waitUntil: 'load' });
+    await page.waitForSelector('body[data-first-paint]', { timeout: 60000 });
+    const fp = await page.evaluate(() => window.__tt.firstPaintMs);
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 120000 });
+    const ready = await page.evaluate(() => window.__tt.ready);
+    const r = { first_paint_ms: fp, ready_ms: ready };
+    const n = await page.evaluate(() => window.__tt.ctx.stepTimes.length);
+    const stepMs = [];
+    for (const s of [1, Math.floor(n / 2), n - 1, 5]) {
+      stepMs.push(await timed(page, `window.__tt.ctx.store.setStep(${s})`, `return document.querySelector('#heat-canvas').dataset.step === '${s}'`));
+    }
+    r.step_change_heatmap_ms = stepMs;
+    await page.selectOption('#heat-mode', '0');
+    await page.waitForFunction(() => true);
+    r.step_change_heatmap_single_ms = [];
+    for (const s of [2, Math.floor(n / 3), n - 2]) r.step_change_heatmap_single_ms.push(await timed(page, `window.__tt.ctx.store.setStep(${s})`, `return document.querySelector('#heat-canvas').dataset.step === '${s}'`));
+    // table: scroll to the far end
+    r.table_scroll_end_ms = await timed(page, `const s = document.querySelector('#table-scroll'); s.scrollTop = s.scrollHeight;`,
+      `const rows = [...document.querySelectorAll('#table-scroll .trow')].filter(r => r.style.display !== 'none' && r.dataset.i); return rows.length > 5`);
+    // table click → graph selection
+    const row = page.locator('#table-scroll .trow[data-i]:not([data-i=""])').nth(2);
+    const t = Date.now();
+    await row.click();
+    const node = await row.getAttribute('data-node');
+    await page.waitForSelector(`#graph-svg g.node.selected[data-id="node_${node}"]`);
+    r.table_click_to_graph_ms = Date.now() - t;
+    // hover tooltip on the heatmap
+    const box = await page.locator('#heat-canvas').boundingBox();
+    const th = Date.now();
+    await page.mouse.move(box.x + box.width * 0.5, box.y + 30);
+    await page.waitForSelector('#tooltip', { state: 'visible' });
+    r.heatmap_hover_ms = Date.now() - th;
+    console.log(JSON.stringify(r, null, 1));
+  } finally {
+    await browser.close();
+    await stopServer(server);
+  }
+}
+
+main().catch((e) => { console.error(e); failures++; }).finally(() => {
+  rmSync(scratch, { recursive: true, force: true });
+  console.log(failures ? `${failures} failure(s)` : 'all e2e checks passed');
+  process.exit(failures ? 1 : 0);
+});

@@ -1,0 +1,112 @@
+// The viewer: one page of synchronized views over a run (two runs: compare mode).
+import './style.css';
+import { listRuns, RunApi, type RunEntry, type Summary } from './api';
+import { makeCtx, type Ctx } from './context';
+import { Store } from './state';
+import type { StepRow } from './transforms';
+import { el, tokenText } from './ui';
+import { buffersView } from './views/buffers';
+import { compareView } from './views/compare';
+import { graphView } from './views/graph';
+import { heatmapView } from './views/heatmap';
+import { logitsView } from './views/logits';
+import { summaryView } from './views/summary';
+import { tableView } from './views/table';
+import { timelineView } from './views/timeline';
+
+declare global { interface Window { __tt: any } }
+const t0 = 0;  // times below are ms since navigation start
+window.__tt = { ready: {} as Record<string, number> };
+
+async function open(runs: RunEntry[], active: number) {
+  const app = document.getElementById('app')!;
+  const api = new RunApi(active);
+  const [info, map] = await Promise.all([api.run(), api.memoryMap()]);
+  const store = new Store();
+  const ctx = makeCtx(api, info, map, store);
+  let stepsP: Promise<StepRow[]> | null = null;
+  const getSteps = () => (stepsP ??= api.steps().then((r) => r.steps));
+  let sumP: Promise<Summary> | null = null;
+  const getSummary = () => (sumP ??= api.summary());
+
+  const header = topBar(ctx, runs, active, getSteps);
+  const heat = heatmapView(ctx), timeline = timelineView(ctx), table = tableView(ctx), graph = graphView(ctx);
+  const buffers = buffersView(ctx), logits = logitsView(ctx, getSteps), summary = summaryView(ctx, getSummary);
+  const compareSlot = el('div', { id: 'compare-slot' });
+  app.replaceChildren(header, heat, timeline, el('div', { class: 'row2' }, table, graph),
+    el('div', { class: 'row2' }, buffers, logits), summary, compareSlot);
+  store.sel.step = 0;
+  const start = (v: HTMLElement, name: string) => Promise.resolve((v as any).start()).then(() => {
+    window.__tt.ready[name] = performance.now() - t0;
+  });
+  // first paint: heatmap and timeline; then the rest
+  await Promise.all([start(heat, 'heatmap'), start(timeline, 'timeline'), start(table, 'table')]);
+  window.__tt.firstPaintMs = performance.now() - t0;
+  document.body.dataset.firstPaint = window.__tt.firstPaintMs.toFixed(0);
+  await Promise.all([start(graph, 'graph'), start(buffers, 'buffers'), start(logits, 'logits'), start(summary, 'summary')]);
+  if (runs.length === 2) {
+    const [a, b] = await Promise.all([new RunApi(0).summary(), new RunApi(1).summary()]);
+    compareSlot.replaceChildren(compareView(runs, a, b, (s) => store.setStep(Math.min(s, ctx.stepTimes.length - 1))));
+    window.__tt.ready.compare = performance.now() - t0;
+  }
+  window.__tt.ctx = ctx;
+  document.body.dataset.ready = '1';
+}
+
+function topBar(ctx: Ctx, runs: RunEntry[], active: number, getSteps: () => Promise<StepRow[]>): HTMLElement {
+  const n = ctx.stepTimes.length;
+  const slider = el('input', { type: 'range', min: 0, max: Math.max(0, n - 1), value: 0, id: 'step-slider', 'aria-label': 'step' });
+  const label = el('span', { id: 'step-label', class: 'step-label' });
+  const play = el('button', { id: 'play', title: 'play / pause (space)' }, '▶ play');
+  const speed = el('select', { id: 'play-speed', 'aria-label': 'speed' }, ...[1, 4, 10, 30].map((s) => el('option', { value: s, selected: s === 4 }, `${s} steps/s`)));
+  const prev = el('button', { title: 'previous step (←)', onclick: () => go(ctx.store.sel.step - 1) }, '◀');
+  const next = el('button', { title: 'next step (→)', onclick: () => go(ctx.store.sel.step + 1) }, '▶');
+  const r = ctx.info.run;
+  const title = el('div', { class: 'title' }, el('b', {}, 'tensortrace'),
+    el('span', {}, ` ${ctx.map.file} · ${r?.model?.config?.n_layer ?? '?'} layers · ${n} steps · ${ctx.info.derived.ops.toLocaleString()} ops · ${ctx.info.derived.threads} threads`),
+    el('span', { class: 'muted prompt', title: r?.generated_text ?? '' }, ` “${r?.options?.prompt ?? ''}” → ${(r?.generated_text ?? '').slice(0, 80)}`));
+  const switcher = runs.length > 1 ? el('span', { class: 'runs' }, ...runs.map((run, i) =>
+    el('button', { class: i === active ? 'active' : '', id: `run-${i}`, onclick: () => i !== active && open(runs, i) }, `${i ? 'B' : 'A'}: ${run.name}`))) : null;
+  let steps: StepRow[] = [];
+  getSteps().then((s) => { steps = s; update(); });
+  function go(s: number) { ctx.store.setStep(Math.max(0, Math.min(n - 1, s))); }
+  function update() {
+    const s = ctx.store.sel.step;
+    slider.value = String(s);
+    const st = steps[s];
+    const t = ctx.stepTimes[s];
+    label.textContent = `step ${s} / ${n - 1} · ${t?.[2] ?? ''}${st ? ` · chose ${tokenText(st.token_text)}` : ''}`;
+  }
+  slider.addEventListener('input', () => go(Number(slider.value)));
+  let timer: ReturnType<typeof setInterval> | null = null;
+  function toggle() {
+    if (timer) { clearInterval(timer); timer = null; play.textContent = '▶ play'; return; }
+    if (ctx.store.sel.step >= n - 1) go(0);
+    play.textContent = '⏸ pause';
+    timer = setInterval(() => {
+      if (ctx.store.sel.step >= n - 1) { toggle(); return; }
+      go(ctx.store.sel.step + 1);
+    }, 1000 / Number(speed.value));
+  }
+  play.addEventListener('click', toggle);
+  ctx.store.on('step', update);
+  document.onkeydown = (ev) => {
+    const tag = (ev.target as HTMLElement).tagName;
+    if (tag === 'INPUT' && (ev.target as HTMLInputElement).type !== 'range') return;
+    if (tag === 'SELECT' || (ev.target as HTMLElement).closest('.tscroll')) return;
+    if (ev.key === 'ArrowRight' || ev.key === 'ArrowLeft') { ev.preventDefault(); go(ctx.store.sel.step + (ev.key === 'ArrowRight' ? 1 : -1)); }
+    else if (ev.key === 'Home') go(0);
+    else if (ev.key === 'End') go(n - 1);
+    else if (ev.key === ' ') { ev.preventDefault(); toggle(); }
+  };
+  update();
+  return el('div', { class: 'topbar' }, title, el('div', { class: 'controls' }, switcher, prev, slider, next, play, speed, label,
+    el('span', { class: 'muted small' }, '← → step · space play · table: ↑ ↓ PgUp PgDn')));
+}
+
+listRuns().then((r) => {
+  if (!r.runs.length) throw new Error('no runs');
+  return open(r.runs, 0);
+}).catch((e) => {
+  document.getElementById('app')!.replaceChildren(el('p', { class: 'error' }, `cannot load: ${e.message}`));
+});

@@ -1,0 +1,187 @@
+// Pure data transforms of the viewer (unit-tested in tests/transforms.test.ts): no DOM here.
+
+export interface MapTensor {
+  name: string;
+  type: string;
+  shape: number[];
+  offset_start: number;
+  offset_end: number;
+  size_bytes: number;
+  layer: number | null;
+  category: string;
+  component: string;
+}
+
+export const OP_KINDS = [
+  'GET_ROWS', 'RMS_NORM', 'MUL', 'ADD', 'MUL_MAT', 'ROPE', 'SET_ROWS', 'FLASH_ATTN_EXT', 'SWIGLU', 'RESHAPE', 'VIEW',
+  'PERMUTE',
+] as const;
+
+// Distinct, readable op-kind colors (views are grey: they compute nothing).
+export const OP_COLORS: Record<string, string> = {
+  GET_ROWS: '#e6a23c', RMS_NORM: '#8e7cc3', MUL: '#b07aa1', ADD: '#76b7b2', MUL_MAT: '#4e79a7', ROPE: '#f28e2b',
+  SET_ROWS: '#e15759', FLASH_ATTN_EXT: '#59a14f', SWIGLU: '#edc948', RESHAPE: '#9c9c9c', VIEW: '#9c9c9c',
+  PERMUTE: '#9c9c9c',
+};
+
+export const CATEGORY_LIGHTNESS: Record<string, number> = {
+  embedding: 62, norm: 78, attention: 52, ffn: 40, output: 66, residual: 70,
+};
+
+export function layerHue(layer: number | null, nLayers: number): number {
+  if (layer === null || layer < 0) return -1;
+  return Math.round((layer / Math.max(1, nLayers)) * 300);
+}
+
+// Color of a tensor region: hue by layer, lightness by category; global tensors are neutral.
+export function tensorColor(layer: number | null, category: string, nLayers: number): string {
+  const h = layerHue(layer, nLayers);
+  const l = CATEGORY_LIGHTNESS[category] ?? 60;
+  if (h < 0) return `hsl(30, 10%, ${l}%)`;
+  return `hsl(${h}, 55%, ${l}%)`;
+}
+
+export function layerColor(layer: number | null, nLayers: number): string {
+  const h = layerHue(layer, nLayers);
+  return h < 0 ? '#8a8a8a' : `hsl(${h}, 60%, 50%)`;
+}
+
+// Intensity (mean times each byte was touched) → color on a perceptual-ish dark→yellow ramp; 0 → transparent.
+export function heatColor(v: number, max: number): string | null {
+  if (!(v > 0) || !(max > 0)) return null;
+  const t = Math.min(1, Math.log1p(v) / Math.log1p(max));
+  const stops: [number, number, number][] = [[40, 20, 90], [180, 30, 110], [245, 110, 40], [252, 230, 80]];
+  const x = t * (stops.length - 1);
+  const i = Math.min(stops.length - 2, Math.floor(x));
+  const f = x - i;
+  const c = stops[i].map((a, k) => Math.round(a + (stops[i + 1][k] - a) * f));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+export function formatBytes(n: number): string {
+  if (!isFinite(n)) return '?';
+  const a = Math.abs(n);
+  if (a < 1024) return `${n} B`;
+  if (a < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
+  if (a < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(2)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+export function formatNs(ns: number): string {
+  const a = Math.abs(ns);
+  if (a < 1e3) return `${ns.toFixed(0)} ns`;
+  if (a < 1e6) return `${(ns / 1e3).toFixed(1)} µs`;
+  if (a < 1e9) return `${(ns / 1e6).toFixed(2)} ms`;
+  return `${(ns / 1e9).toFixed(3)} s`;
+}
+
+// Index of the tensor containing byte `offset` (tensors sorted by offset_start), or -1.
+export function tensorAt(sorted: MapTensor[], offset: number): number {
+  let lo = 0, hi = sorted.length - 1, found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (sorted[mid].offset_start <= offset) { found = mid; lo = mid + 1; } else hi = mid - 1;
+  }
+  if (found >= 0 && offset < sorted[found].offset_end) return found;
+  return -1;
+}
+
+// A byte window [start, end) zoomed by `factor` (<1 zooms in) around `anchor`, clamped to [0, size) and at least
+// `minSpan` bytes wide.
+export function zoomWindow(start: number, end: number, anchor: number, factor: number, size: number,
+                           minSpan = 16): [number, number] {
+  let span = Math.max(minSpan, Math.min(size, (end - start) * factor));
+  const rel = (anchor - start) / (end - start);
+  let s = anchor - rel * span;
+  s = Math.max(0, Math.min(size - span, s));
+  span = Math.min(span, size);
+  return [s, s + span];
+}
+
+export function panWindow(start: number, end: number, delta: number, size: number): [number, number] {
+  const span = end - start;
+  const s = Math.max(0, Math.min(size - span, start + delta));
+  return [s, s + span];
+}
+
+export interface GraphNode { id: string; index?: number; name: string; op: string; layer: number | null;
+  category?: string; shape?: number[] | null; type?: string; pool?: string; weight_tensor?: string }
+export interface GraphEdge { source: string; target: string; slot: number; label?: string }
+
+// The nodes of one layer plus the nodes outside it that feed it (shared inputs) or consume it, and the edges
+// touching the layer. layer === 'all' keeps everything.
+export function filterGraph(nodes: GraphNode[], edges: GraphEdge[], layer: number | 'all'):
+  { nodes: GraphNode[]; edges: GraphEdge[]; boundary: Set<string> } {
+  if (layer === 'all') return { nodes, edges, boundary: new Set() };
+  const inLayer = new Set(nodes.filter((n) => n.layer === layer).map((n) => n.id));
+  const keep = new Set(inLayer);
+  const boundary = new Set<string>();
+  const kept: GraphEdge[] = [];
+  for (const e of edges) {
+    const s = inLayer.has(e.source), t = inLayer.has(e.target);
+    if (!s && !t) continue;
+    kept.push(e);
+    for (const id of [e.source, e.target]) if (!inLayer.has(id)) { keep.add(id); boundary.add(id); }
+  }
+  return { nodes: nodes.filter((n) => keep.has(n.id)), edges: kept, boundary };
+}
+
+export interface StepRow { step: number; phase?: string; token?: number | null; token_text?: string | null;
+  entropy?: number | null; top1_top2_gap?: number | null; start_ns?: number; end_ns?: number; op_ns?: number;
+  file_bytes?: number; buffer_bytes?: number; ops?: number;
+  top_k?: { id: number; text: string; logit: number; prob: number }[] }
+
+export interface CompareRow { key: string; a: number; b: number; diff: number; ratio: number | null }
+
+// Side-by-side values keyed by name (op kind, layer...) with b - a and b / a.
+export function compareBy(a: { key: string; value: number }[], b: { key: string; value: number }[]): CompareRow[] {
+  const keys = new Map<string, CompareRow>();
+  for (const x of a) keys.set(x.key, { key: x.key, a: x.value, b: 0, diff: 0, ratio: null });
+  for (const x of b) {
+    const r = keys.get(x.key) ?? { key: x.key, a: 0, b: 0, diff: 0, ratio: null };
+    r.b = x.value;
+    keys.set(x.key, r);
+  }
+  return [...keys.values()].map((r) => ({ ...r, diff: r.b - r.a, ratio: r.a ? r.b / r.a : null }));
+}
+
+// Per step token comparison: first differing step (or -1) and per-step equality.
+export function compareTokens(a: StepRow[], b: StepRow[]): { firstDiff: number; same: boolean[] } {
+  const n = Math.max(a.length, b.length);
+  const same: boolean[] = [];
+  let firstDiff = -1;
+  for (let i = 0; i < n; i++) {
+    const eq = i < a.length && i < b.length && a[i].token === b[i].token;
+    same.push(eq);
+    if (!eq && firstDiff < 0) firstDiff = i;
+  }
+  return { firstDiff, same };
+}
+
+// Max and its index of a series (peak marker), ignoring non-finite values.
+export function peakOf(values: number[]): { index: number; value: number } {
+  let index = -1, value = -Infinity;
+  values.forEach((v, i) => { if (isFinite(v) && v > value) { value = v; index = i; } });
+  return { index, value: index < 0 ? 0 : value };
+}
+
+// Maps [t0, t1] to [0, width] pixels and back.
+export class Scale {
+  constructor(public d0: number, public d1: number, public r0: number, public r1: number) {}
+  px(v: number): number { return this.r0 + ((v - this.d0) / (this.d1 - this.d0)) * (this.r1 - this.r0); }
+  inv(p: number): number { return this.d0 + ((p - this.r0) / (this.r1 - this.r0)) * (this.d1 - this.d0); }
+}
+
+// The step whose [start_ns, end_ns) contains t (steps sorted by start), else the last one starting before t.
+export function stepAtTime(steps: { start_ns?: number }[], t: number): number {
+  let lo = 0, hi = steps.length - 1, found = 0;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if ((steps[mid].start_ns ?? 0) <= t) { found = mid; lo = mid + 1; } else hi = mid - 1;
+  }
+  return found;
+}
+
+export function shapeString(shape: number[] | null | undefined): string {
+  return shape ? `[${shape.join(', ')}]` : '[dynamic]';
+}

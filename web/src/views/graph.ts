@@ -1,0 +1,188 @@
+// Graph: the selected step's compute DAG in a layered layout (dagre), optionally one layer with its shared inputs
+// and the edges in and out. Click a node to select its op (or a weight leaf to select the tensor).
+import * as dagre from '@dagrejs/dagre';
+import type { GraphResp } from '../api';
+import type { Ctx } from '../context';
+import { filterGraph, formatNs, OP_COLORS, shapeString, tensorColor, type GraphEdge, type GraphNode } from '../transforms';
+import { el, esc, hideTip, panel, showTip } from '../ui';
+
+const SVG = 'http://www.w3.org/2000/svg';
+const svgEl = (tag: string, attrs: Record<string, string | number> = {}) => {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+};
+
+interface Layout { nodes: Map<string, { x: number; y: number; w: number; h: number; n: GraphNode }>;
+  edges: { e: GraphEdge; points: { x: number; y: number }[] }[]; width: number; height: number; boundary: Set<string> }
+
+export function graphView(ctx: Ctx): HTMLElement {
+  const layerSel = el('select', { id: 'graph-layer', 'aria-label': 'layer' }, el('option', { value: 'all' }, 'all layers'),
+    ...Array.from({ length: ctx.nLayers }, (_, l) => el('option', { value: String(l) }, `layer ${l}`)));
+  layerSel.value = ctx.nLayers > 0 ? '0' : 'all';
+  const info = el('span', { class: 'muted', id: 'graph-info' });
+  const fitBtn = el('button', { onclick: () => fitView() }, 'fit');
+  const { root, body } = panel('graph', 'Graph', layerSel, fitBtn, info);
+  const svg = svgEl('svg', { id: 'graph-svg', role: 'img' }) as SVGSVGElement;
+  body.append(el('div', { class: 'graph-wrap' }, svg));
+
+  let resp: GraphResp | null = null;
+  let layout: Layout | null = null;
+  let view = { x: 0, y: 0, w: 100, h: 100 };
+  const layouts = new Map<string, Layout>();
+  const timing = new Map<number, number[]>();  // node index -> [node, start, end, thread, i]
+
+  function layoutFor(r: GraphResp, layer: number | 'all'): Layout {
+    const key = `${r.graph_id}:${layer}`;
+    const cached = layouts.get(key);
+    if (cached) return cached;
+    const f = filterGraph(r.graph.nodes as GraphNode[], r.graph.edges as GraphEdge[], layer);
+    const g = new dagre.graphlib.Graph({ multigraph: true });
+    g.setGraph({ rankdir: 'TB', nodesep: 14, ranksep: 26, edgesep: 6, marginx: 10, marginy: 10 });
+    g.setDefaultEdgeLabel(() => ({}));
+    for (const n of f.nodes) g.setNode(n.id, { width: Math.max(70, Math.min(190, n.name.length * 6.4 + 16)), height: 30 });
+    f.edges.forEach((e, k) => g.setEdge(e.source, e.target, {}, `e${k}`));
+    dagre.layout(g);
+    const nodes = new Map<string, { x: number; y: number; w: number; h: number; n: GraphNode }>();
+    for (const n of f.nodes) { const p = g.node(n.id); nodes.set(n.id, { x: p.x, y: p.y, w: p.width, h: p.height, n }); }
+    const edges = f.edges.map((e, k) => ({ e, points: (g.edge({ v: e.source, w: e.target, name: `e${k}` }) as any).points }));
+    const gl = g.graph();
+    const l = { nodes, edges, width: gl.width ?? 100, height: gl.height ?? 100, boundary: f.boundary };
+    layouts.set(key, l);
+    return l;
+  }
+
+  async function load() {
+    const step = ctx.store.sel.step;
+    try {
+      if (!resp || resp.step !== step) resp = await ctx.api.graph(step);
+    } catch (e) { info.textContent = `error: ${(e as Error).message}`; return; }
+    timing.clear();
+    for (const t of resp.timing) timing.set(t[0], t);
+    const t0 = performance.now();
+    const lay = layerSel.value === 'all' ? 'all' : Number(layerSel.value);
+    const fresh = layout !== layoutFor(resp, lay);
+    layout = layoutFor(resp, lay);
+    render();
+    if (fresh) fitView();
+    svg.dataset.layoutMs = (performance.now() - t0).toFixed(1);
+    info.textContent = `step ${step} · graph ${resp.graph_id} · ${layout.nodes.size} of ${resp.graph.nodes.length} nodes, ${layout.edges.length} edges`;
+  }
+
+  function render() {
+    if (!layout || !resp) return;
+    svg.replaceChildren();
+    const defs = svgEl('defs');
+    const marker = svgEl('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto-start-reverse' });
+    marker.append(svgEl('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#6b7685' }));
+    defs.append(marker);
+    svg.append(defs);
+    const ge = svgEl('g', { class: 'edges' });
+    for (const { e, points } of layout.edges) {
+      const d = points.map((p, i) => `${i ? 'L' : 'M'}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(' ');
+      ge.append(svgEl('path', { d, class: 'edge', 'data-source': e.source, 'data-target': e.target, 'marker-end': 'url(#arrow)' }));
+    }
+    svg.append(ge);
+    const gn = svgEl('g', { class: 'nodes' });
+    const selOp = ctx.store.sel.op, selTensor = ctx.store.sel.tensor;
+    for (const [id, p] of layout.nodes) {
+      const n = p.n;
+      const leaf = n.op === 'LEAF';
+      const fill = leaf ? (n.pool === 'MODEL_FILE' ? tensorColor(n.layer, n.category ?? '', ctx.nLayers) : '#3a4350') : OP_COLORS[n.op] ?? '#888';
+      const selected = (!leaf && selOp && selOp.step === resp.step && id === `node_${selOp.node}`) || (leaf && selTensor === n.name);
+      const g = svgEl('g', { class: `node${leaf ? ' leaf' : ''}${leaf && n.pool === 'MODEL_FILE' ? ' weight' : ''}${selected ? ' selected' : ''}${layout.boundary.has(id) ? ' boundary' : ''}`,
+        'data-id': id, 'data-name': n.name, transform: `translate(${p.x - p.w / 2},${p.y - p.h / 2})` });
+      g.append(svgEl('rect', { width: p.w, height: p.h, rx: leaf ? 2 : 6, fill }));
+      const t = svgEl('text', { x: p.w / 2, y: 12, 'text-anchor': 'middle' });
+      t.textContent = n.name.length > 28 ? `${n.name.slice(0, 27)}…` : n.name;
+      const t2 = svgEl('text', { x: p.w / 2, y: 24, 'text-anchor': 'middle', class: 'sub' });
+      t2.textContent = leaf ? (n.pool ?? '') : n.op;
+      g.append(t, t2);
+      gn.append(g);
+    }
+    svg.append(gn);
+    applyView();
+  }
+
+  function applyView() { svg.setAttribute('viewBox', `${view.x} ${view.y} ${view.w} ${view.h}`); }
+  function fitView() {
+    if (!layout) return;
+    const r = svg.getBoundingClientRect();
+    const aspect = (r.height || 500) / (r.width || 800);
+    // a tall graph: fit the width and start at the top
+    const w = Math.max(layout.width, 300);
+    view = { x: 0, y: 0, w, h: w * aspect };
+    if (layout.height < view.h) view.y = -(view.h - layout.height) / 2;
+    applyView();
+  }
+  function centerOn(id: string) {
+    const p = layout?.nodes.get(id);
+    if (!p) return;
+    view.x = p.x - view.w / 2;
+    view.y = p.y - view.h / 2;
+    applyView();
+  }
+
+  svg.addEventListener('wheel', (ev) => {
+    ev.preventDefault();
+    const r = svg.getBoundingClientRect();
+    const f = Math.pow(1.0015, ev.deltaY);
+    const ax = view.x + ((ev.clientX - r.left) / r.width) * view.w, ay = view.y + ((ev.clientY - r.top) / r.height) * view.h;
+    view = { x: ax - (ax - view.x) * f, y: ay - (ay - view.y) * f, w: view.w * f, h: view.h * f };
+    applyView();
+  }, { passive: false });
+  let drag: { x: number; y: number; vx: number; vy: number; moved: boolean } | null = null;
+  svg.addEventListener('mousedown', (ev) => { drag = { x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y, moved: false }; });
+  window.addEventListener('mousemove', (ev) => {
+    if (!drag) return;
+    const r = svg.getBoundingClientRect();
+    const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+    if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+    view.x = drag.vx - (dx / r.width) * view.w;
+    view.y = drag.vy - (dy / r.height) * view.h;
+    applyView();
+  });
+  window.addEventListener('mouseup', async (ev) => {
+    const d = drag;
+    drag = null;
+    if (!d || d.moved) return;
+    const g = (ev.target as Element).closest?.('g.node') as SVGGElement | null;
+    if (!g || !resp || !layout) return;
+    const id = g.dataset.id!;
+    const n = layout.nodes.get(id)!.n;
+    if (n.op === 'LEAF') {
+      const t = ctx.tensorByName.get(n.name);
+      ctx.store.setTensor(n.name, t ? [t.offset_start, t.offset_end] : null);
+    } else {
+      const t = timing.get(n.index ?? Number(id.slice(5)));
+      if (t) ctx.store.setOp(await ctx.opByIndex(t[4]));
+    }
+  });
+  svg.addEventListener('mousemove', (ev) => {
+    if (drag) return;
+    const g = (ev.target as Element).closest?.('g.node') as SVGGElement | null;
+    if (!g || !layout) { hideTip('graph'); return; }
+    const n = layout.nodes.get(g.dataset.id!)!.n;
+    const t = n.index !== undefined ? timing.get(n.index) : undefined;
+    showTip(ev.clientX, ev.clientY, `<b>${esc(n.name)}</b> ${esc(n.op)}<br>${esc(n.type ?? '')} ${esc(shapeString(n.shape))} · layer ${n.layer ?? '—'} · ${esc(n.pool ?? '')}` +
+      (n.weight_tensor ? `<br>weight ${esc(n.weight_tensor)}` : '') + (t ? `<br>${formatNs(t[2] - t[1])} on thread ${t[3]}` : ''), 'graph');
+  });
+  svg.addEventListener('mouseleave', () => hideTip('graph'));
+  layerSel.addEventListener('change', load);
+
+  ctx.store.on('step', load);
+  ctx.store.on('op', async () => {
+    const op = ctx.store.sel.op;
+    if (op && layerSel.value !== 'all' && op.layer !== null && String(op.layer) !== layerSel.value) layerSel.value = String(op.layer);
+    else if (op && op.layer === null && layerSel.value !== 'all' && layout && !layout.nodes.has(`node_${op.node}`)) layerSel.value = 'all';
+    await load();
+    if (op) centerOn(`node_${op.node}`);
+  });
+  ctx.store.on('tensor', () => {
+    render();
+    const name = ctx.store.sel.tensor;
+    if (name && layout) for (const [id, p] of layout.nodes) if (p.n.name === name) { centerOn(id); break; }
+  });
+  (root as any).start = load;
+  return root;
+}

@@ -1,0 +1,108 @@
+import { describe, expect, it } from 'vitest';
+import {
+  compareBy, compareTokens, filterGraph, formatBytes, formatNs, heatColor, panWindow, peakOf, Scale, stepAtTime,
+  tensorAt, tensorColor, zoomWindow, type GraphEdge, type GraphNode, type MapTensor,
+} from '../src/transforms';
+
+const t = (name: string, s: number, e: number, layer: number | null = null): MapTensor => ({
+  name, type: 'F32', shape: [e - s], offset_start: s, offset_end: e, size_bytes: e - s, layer, category: 'ffn',
+  component: 'up',
+});
+
+describe('tensorAt', () => {
+  const tensors = [t('a', 100, 200), t('b', 224, 300), t('c', 320, 1000)];
+  it('finds the tensor containing a byte', () => {
+    expect(tensorAt(tensors, 100)).toBe(0);
+    expect(tensorAt(tensors, 199)).toBe(0);
+    expect(tensorAt(tensors, 250)).toBe(1);
+    expect(tensorAt(tensors, 999)).toBe(2);
+  });
+  it('returns -1 in padding, header and past the end', () => {
+    expect(tensorAt(tensors, 200)).toBe(-1);
+    expect(tensorAt(tensors, 10)).toBe(-1);
+    expect(tensorAt(tensors, 1000)).toBe(-1);
+    expect(tensorAt([], 5)).toBe(-1);
+  });
+});
+
+describe('zoom and pan', () => {
+  it('zooms around the anchor and keeps it in place', () => {
+    const [s, e] = zoomWindow(0, 1000, 250, 0.5, 1000);
+    expect(e - s).toBe(500);
+    expect((250 - s) / (e - s)).toBeCloseTo(0.25);
+  });
+  it('clamps to the file and a minimum span', () => {
+    expect(zoomWindow(0, 1000, 500, 4, 1000)).toEqual([0, 1000]);
+    const [s, e] = zoomWindow(0, 100, 50, 0.001, 1000, 16);
+    expect(e - s).toBe(16);
+    expect(panWindow(0, 100, -50, 1000)).toEqual([0, 100]);
+    expect(panWindow(0, 100, 5000, 1000)).toEqual([900, 1000]);
+  });
+});
+
+describe('filterGraph', () => {
+  const nodes: GraphNode[] = [
+    { id: 'leaf_0', name: 'tok', op: 'LEAF', layer: null }, { id: 'node_0', name: 'embd', op: 'GET_ROWS', layer: null },
+    { id: 'node_1', name: 'norm-0', op: 'RMS_NORM', layer: 0 }, { id: 'node_2', name: 'l_out-0', op: 'ADD', layer: 0 },
+    { id: 'node_3', name: 'norm-1', op: 'RMS_NORM', layer: 1 }, { id: 'node_4', name: 'l_out-1', op: 'ADD', layer: 1 },
+  ];
+  const edges: GraphEdge[] = [
+    { source: 'leaf_0', target: 'node_0', slot: 0 }, { source: 'node_0', target: 'node_1', slot: 0 },
+    { source: 'node_1', target: 'node_2', slot: 0 }, { source: 'node_0', target: 'node_2', slot: 1 },
+    { source: 'node_2', target: 'node_3', slot: 0 }, { source: 'node_3', target: 'node_4', slot: 0 },
+  ];
+  it('keeps the layer, its inputs and consumers, and edges in/out', () => {
+    const f = filterGraph(nodes, edges, 0);
+    expect(f.nodes.map((n) => n.id).sort()).toEqual(['node_0', 'node_1', 'node_2', 'node_3']);
+    expect(f.edges.length).toBe(4);
+    expect([...f.boundary].sort()).toEqual(['node_0', 'node_3']);
+  });
+  it("'all' keeps everything", () => {
+    expect(filterGraph(nodes, edges, 'all').nodes.length).toBe(nodes.length);
+  });
+});
+
+describe('compare', () => {
+  it('diffs values by key, missing on one side as 0', () => {
+    const r = compareBy([{ key: 'MUL_MAT', value: 10 }, { key: 'ADD', value: 2 }], [{ key: 'MUL_MAT', value: 15 }, { key: 'ROPE', value: 1 }]);
+    const m = Object.fromEntries(r.map((x) => [x.key, x]));
+    expect(m.MUL_MAT.diff).toBe(5);
+    expect(m.MUL_MAT.ratio).toBeCloseTo(1.5);
+    expect(m.ADD.b).toBe(0);
+    expect(m.ROPE.ratio).toBeNull();
+  });
+  it('finds the first differing token', () => {
+    const a = [{ step: 0, token: 1 }, { step: 1, token: 2 }, { step: 2, token: 3 }];
+    const b = [{ step: 0, token: 1 }, { step: 1, token: 5 }];
+    expect(compareTokens(a, b)).toEqual({ firstDiff: 1, same: [true, false, false] });
+    expect(compareTokens(a, a).firstDiff).toBe(-1);
+  });
+});
+
+describe('formatting and scales', () => {
+  it('formats bytes and times', () => {
+    expect(formatBytes(512)).toBe('512 B');
+    expect(formatBytes(2048)).toBe('2.0 KiB');
+    expect(formatBytes(3 * 1024 * 1024)).toBe('3.00 MiB');
+    expect(formatNs(1500)).toBe('1.5 µs');
+    expect(formatNs(2.5e6)).toBe('2.50 ms');
+  });
+  it('maps and inverts', () => {
+    const s = new Scale(100, 200, 0, 1000);
+    expect(s.px(150)).toBe(500);
+    expect(s.inv(250)).toBe(125);
+  });
+  it('finds peaks and steps by time', () => {
+    expect(peakOf([1, 5, NaN, 3])).toEqual({ index: 1, value: 5 });
+    const steps = [{ start_ns: 0 }, { start_ns: 100 }, { start_ns: 250 }];
+    expect(stepAtTime(steps, 99)).toBe(0);
+    expect(stepAtTime(steps, 100)).toBe(1);
+    expect(stepAtTime(steps, 1e9)).toBe(2);
+  });
+  it('colors: zero is transparent, layers differ, globals are neutral', () => {
+    expect(heatColor(0, 10)).toBeNull();
+    expect(heatColor(10, 10)).toBe('rgb(252,230,80)');
+    expect(tensorColor(0, 'ffn', 4)).not.toBe(tensorColor(2, 'ffn', 4));
+    expect(tensorColor(null, 'embedding', 4)).toMatch(/^hsl\(30, 10%/);
+  });
+});
