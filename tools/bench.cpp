@@ -1,0 +1,118 @@
+// tensortrace bench -m MODEL [-p 128] [-n 64] [-t THREADS] [-r REPS] [--trace]: prompt processing and generation
+// speed as mean ± standard deviation over repetitions after a warm-up, in llama-bench's table layout.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <thread>
+
+#include "core/error.h"
+#include "model/generate.h"
+#include "quant/quant.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/command.h"
+#include "trace/tracer.h"
+
+namespace tt::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  int n_prompt = 128;
+  int n_gen = 64;
+  int threads = 0;
+  int reps = 5;
+  bool trace = false;
+};
+
+struct Stats {
+  double mean = 0, std = 0;
+};
+Stats stats(const std::vector<double>& v) {
+  Stats s;
+  if (v.empty()) return s;
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean) * (x - s.mean);
+  s.std = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0;
+  return s;
+}
+
+// One measured run: returns tokens/s of the prompt pass (n_prompt > 0) or of n_gen decode steps.
+double measure(const Model& model, const BenchArgs& a, bool prompt_test, int rep) {
+  Engine engine(model, {std::max(a.n_prompt, a.n_gen + 1) + 8, a.threads, GgmlType::F16});
+  GenerateOptions go;
+  go.sampling.temperature = 0;
+  const int32_t bos = std::max(model.tokenizer->bos(), 0);
+  if (prompt_test) {
+    for (int i = 0; i < a.n_prompt; ++i) go.prompt_tokens.push_back(i == 0 ? bos : (i * 7919) % model.config.n_vocab);
+    go.n_predict = 0;
+  } else {
+    go.prompt_tokens = {bos};
+    go.n_predict = a.n_gen + 1;  // n_gen decode steps after the one-token prompt
+  }
+  std::unique_ptr<RunDirWriter> dir;
+  std::unique_ptr<Tracer> tracer;
+  if (a.trace) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              fmt::format("tt-bench-{}-{}-{}", ::getpid(), prompt_test ? "pp" : "tg", rep))
+                                 .string();
+    std::filesystem::remove_all(path);
+    dir = std::make_unique<RunDirWriter>(path);  // removed again when it goes out of scope (never committed)
+    tracer = std::make_unique<Tracer>(*dir, model, TraceOptions{}, a.threads, now_ns());
+  }
+  GenerateResult r = generate(engine, go, tracer.get(), nullptr);
+  if (prompt_test) return a.n_prompt / (r.prompt_ns / 1e9);
+  const double ns = std::accumulate(r.step_ns.begin(), r.step_ns.end(), 0.0);
+  return r.step_ns.size() / (ns / 1e9);
+}
+
+int bench(BenchArgs a) {
+  if (a.threads <= 0) a.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (a.n_prompt <= 0 && a.n_gen <= 0) fail("nothing to measure: -p and -n are both 0");
+  std::unique_ptr<Model> model = load_model(a.model);
+  uint64_t weight_bytes = 0;
+  for (const GgufTensorInfo& t : model->file->tensors()) weight_bytes += t.size_bytes;
+  // Generation reads every weight once per token except the embedding table (only one row).
+  const GgufTensorInfo* embd = model->file->find_tensor("token_embd.weight");
+  const uint64_t read_per_token = weight_bytes - (model->weights.output_tied ? 0 : embd->size_bytes);
+
+  fmt::print("| model | size | params | backend | threads | trace | test | t/s |\n");
+  fmt::print("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |\n");
+  uint64_t params = 0;
+  for (const GgufTensorInfo& t : model->file->tensors()) params += t.n_elements();
+  const std::string name = std::filesystem::path(a.model).stem().string();
+  auto row = [&](const std::string& test, const Stats& s) {
+    fmt::print("| {} | {:.2f} MiB | {:.2f} M | CPU {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", name,
+               model->file->file_size() / 1048576.0, params / 1e6, kernel_isa(), a.threads, a.trace ? "on" : "off",
+               test, s.mean, s.std);
+    std::fflush(stdout);
+  };
+  for (bool prompt_test : {true, false}) {
+    if ((prompt_test ? a.n_prompt : a.n_gen) <= 0) continue;
+    measure(*model, a, prompt_test, -1);  // warm-up
+    std::vector<double> tps;
+    for (int r = 0; r < a.reps; ++r) tps.push_back(measure(*model, a, prompt_test, r));
+    Stats s = stats(tps);
+    row(prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen), s);
+    if (!prompt_test)
+      fmt::print(stderr, "tg: weight reads {:.2f} GB/s ({:.1f} MiB per token)\n", s.mean * read_per_token / 1e9,
+                 read_per_token / 1048576.0);
+  }
+  return 0;
+}
+
+RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's table)", 60, [](CLI::App& cmd) {
+  auto a = std::make_shared<BenchArgs>();
+  cmd.add_option("-m,--model", a->model, "GGUF model file")->required();
+  cmd.add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens (0: skip)")->check(CLI::Range(0, 1 << 16));
+  cmd.add_option("-n,--n-gen", a->n_gen, "Generated tokens (0: skip)")->check(CLI::Range(0, 1 << 16));
+  cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd.add_option("-r,--repetitions", a->reps, "Repetitions after the warm-up")->check(CLI::Range(1, 1000));
+  cmd.add_flag("--trace", a->trace, "Trace (default contents) while measuring");
+  return [a]() { return bench(*a); };
+});
+
+}  // namespace
+}  // namespace tt::cli
