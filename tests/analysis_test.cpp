@@ -1,8 +1,18 @@
 // Cache simulation on synthetic access streams with hand-computed answers; analysis and diff of real runs.
+#include "analysis/analysis.h"
+
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "analysis/cache_sim.h"
 #include "core/error.h"
+#include "support/paths.h"
+#include "trace/experiment.h"
+#include "trace/format.h"
 
 namespace tt::analysis {
 namespace {
@@ -141,6 +151,147 @@ TEST(CacheSim, ParseSize) {
   EXPECT_EQ(parse_size("2G"), 2ull << 30);
   EXPECT_THROW(parse_size("x"), Error);
   EXPECT_THROW(parse_size("12Q"), Error);
+}
+
+// A traced run into a fresh directory under the test temp dir.
+std::string make_run(const std::string& model, const std::string& name, int threads, int n_predict,
+                     float temperature = 0, uint64_t seed = 42, bool values = true) {
+  const std::string dir = ::testing::TempDir() + "tt-analysis-" + name;
+  std::filesystem::remove_all(dir);
+  ExperimentOptions o;
+  o.model_path = model;
+  o.prompt = "Once upon a time";
+  o.n_predict = n_predict;
+  o.n_threads = threads;
+  o.sampling.temperature = temperature;
+  o.sampling.seed = static_cast<uint32_t>(seed);
+  o.run_dir = dir;
+  o.trace_options.values = values;
+  o.progress = false;
+  run_experiment(o, nullptr);
+  return dir;
+}
+
+TEST(AnalysisRun, StoriesReport) {
+  const std::string dir = make_run(test::repo_path("models/stories260K.gguf"), "stories", 1, 6);
+  const RunFiles run = load_run(dir);
+  AnalyzeOptions opt;
+  opt.measure_bandwidth = false;
+  opt.cache_sizes = {64 * 1024, 256 * 1024, 4 << 20};
+  const nlohmann::json r = analyze_run(run, opt);
+
+  // Order: every step reads the same tensors in the same order, layer by layer.
+  const auto& ord = r["order"];
+  EXPECT_EQ(ord["repeat"]["steps_compared"], 5);
+  EXPECT_EQ(ord["repeat"]["same_tensors_share"].get<double>(), 1.0);
+  EXPECT_EQ(ord["run"]["steps_with_layers_ascending"], 6);
+  // Generation steps read different embedding rows, so their exact ranges differ from step to step.
+  EXPECT_LT(ord["repeat"]["same_reads_share"].get<double>(), 1.0);
+
+  // Hot/cold: only token_embd has bytes never read: the rows of tokens never fed in.
+  std::set<int32_t> tokens;
+  for (const auto& s : run.steps)
+    for (int32_t t : s["input_tokens"]) tokens.insert(t);
+  bool seen_embd = false;
+  for (const auto& t : r["hot_cold"]["tensors"]) {
+    if (t["tensor"] == "token_embd.weight") {
+      seen_embd = true;
+      const uint64_t row = 64 * 4;
+      EXPECT_EQ(t["distinct_bytes_read"].get<uint64_t>(), tokens.size() * row);
+      EXPECT_EQ(t["never_read_bytes"].get<uint64_t>(), t["size_bytes"].get<uint64_t>() - tokens.size() * row);
+    } else {
+      EXPECT_EQ(t["never_read_bytes"], 0) << t["tensor"];
+      EXPECT_EQ(t["steps_reading"], 6) << t["tensor"];
+    }
+  }
+  EXPECT_TRUE(seen_embd);
+  EXPECT_GT(r["hot_cold"]["never_read"]["file_bytes_never_read"].get<uint64_t>(), 0u);
+
+  // Sources: every generation step reads the same model-file bytes.
+  uint64_t gen_bytes = 0;
+  for (const auto& s : r["sources"]["steps"]) {
+    if (s["step"] == 0) continue;
+    if (!gen_bytes) gen_bytes = s["MODEL_FILE"]["bytes"];
+    EXPECT_EQ(s["MODEL_FILE"]["bytes"], gen_bytes);
+    EXPECT_GT(s["KV_CACHE"]["bytes"].get<uint64_t>(), 0u);
+  }
+  // Predictability: the tensor sequence is exactly the previous step's.
+  EXPECT_EQ(r["predictability"]["tensors"]["same_as_last_step"]["hit_rate"].get<double>(), 1.0);
+
+  // Memory: the KV cache is all live from the start; the activation peak names live tensors.
+  bool kv = false;
+  for (const auto& p : r["memory"]["pools"])
+    if (p["pool"] == "KV_CACHE") {
+      kv = true;
+      EXPECT_EQ(p["live_tensors"], 10);  // 5 layers, K and V
+    }
+  EXPECT_TRUE(kv);
+
+  // Cache simulation: with room for every page only first touches miss; OPT never misses more than the others.
+  const auto& cs = r["cache_sim"];
+  std::map<uint64_t, uint64_t> opt_misses;
+  for (const auto& x : cs["results"])
+    if (x["policy"] == "opt") opt_misses[x["capacity"]] = x["misses"];
+  for (const auto& x : cs["results"]) {
+    EXPECT_LE(opt_misses[x["capacity"]], x["misses"].get<uint64_t>()) << x.dump();
+    if (x["capacity"] == (4 << 20)) EXPECT_EQ(x["misses"], x["cold_misses"]) << x.dump();
+  }
+  // The LRU curve from reuse distances agrees with the LRU simulation at the simulated capacities.
+  for (const auto& m : r["hot_cold"]["lru_miss_ratio_curve"])
+    for (const auto& x : cs["results"])
+      if (x["policy"] == "lru" && x["capacity"] == m["capacity"]) EXPECT_EQ(x["misses"], m["misses"]);
+
+  const std::string text = render_text(r);
+  EXPECT_NE(text.find("== Order of MODEL_FILE reads =="), std::string::npos);
+  EXPECT_NE(text.find("== Cache simulation"), std::string::npos);
+  const std::string figs = ::testing::TempDir() + "tt-analysis-figs";
+  std::filesystem::create_directories(figs);
+  for (const std::string& f : write_figures(r, figs)) {
+    std::ifstream in(figs + "/" + f);
+    std::string head(4, ' ');
+    in.read(head.data(), 4);
+    EXPECT_EQ(head, "<svg") << f;
+  }
+}
+
+TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {
+  const std::string path = ::testing::TempDir() + "tt-io-trace.bin";
+  {
+    trace::TraceWriter w(path);
+    w.step_begin({0, Phase::PROMPT, 0, 3, 10, 0, -1, 0, false});
+    trace::IoRecord io;
+    io.step = 0;
+    io.node = 7;
+    io.ranges = {{4096, 8192, 2, 1}, {65536, 100, 1, 0}};
+    io.workers = {{0, 3, 5, 12288}, {1, 0, 2, 0}};
+    w.io(io);
+    w.step_end({0, Phase::PROMPT, 0, 3, 10, 20, 5, 1.0f, true});
+  }
+  trace::TraceContents t = trace::read_trace(path);
+  EXPECT_EQ(t.version, trace::kVersion);
+  ASSERT_EQ(t.io.size(), 1u);
+  EXPECT_EQ(t.io[0].node, 7u);
+  EXPECT_EQ(t.io[0].pages, 3u);
+  EXPECT_EQ(t.io[0].nonresident_pages, 1u);
+  ASSERT_EQ(t.io[0].workers.size(), 2u);
+  EXPECT_EQ(t.io[0].workers[0].major_faults, 3u);
+  EXPECT_EQ(t.io[0].workers[0].read_bytes, 12288u);
+  EXPECT_EQ(t.io[0].ranges[1].offset, 65536u);
+
+  // A version-1 file (no IO records) is still read.
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const uint32_t v1 = 1;
+  std::string old = bytes.substr(0, 8) + std::string(reinterpret_cast<const char*>(&v1), 4) + bytes.substr(12, 4);
+  // Keep only the STEP_BEGIN record (the first one after the header).
+  uint32_t len;
+  std::memcpy(&len, bytes.data() + 16, 4);
+  old += bytes.substr(16, 5 + len);
+  const std::string old_path = ::testing::TempDir() + "tt-v1-trace.bin";
+  std::ofstream(old_path, std::ios::binary) << old;
+  trace::TraceContents t1 = trace::read_trace(old_path);
+  EXPECT_EQ(t1.version, 1u);
+  EXPECT_EQ(t1.steps.size(), 1u);
 }
 
 }  // namespace

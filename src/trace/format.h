@@ -8,7 +8,8 @@
 namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;     // written; version 1 (no IO records) is still read
+constexpr uint32_t kMinVersion = 1;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
 
 // Each record: u32 payload length, u8 kind, payload (little-endian).
@@ -18,6 +19,7 @@ enum class RecordKind : uint8_t {
   OP = 3,          // one executed graph node (see OpRecord)
   SPAN = 4,        // u32 step, u32 node, u16 thread, u64 start_ns, u64 end_ns: one worker's share of a node
   STEP_END = 5,    // u32 step, u64 t_ns, i32 token (-1: none), f32 probability
+  IO = 6,          // version 2, with `run --io-trace`: page-cache residency and storage reads of one op (IoRecord)
 };
 
 }  // namespace tt::trace

@@ -71,4 +71,23 @@ struct StepMarker {
   bool ended = false;
 };
 
+// With `run --io-trace`: one op's model-file ranges, how many of their pages were not in the page cache just
+// before the op (mincore), and per worker the major/minor faults and bytes read from storage during the op.
+struct IoRange {
+  uint64_t offset = 0, length = 0;  // absolute file offset
+  uint32_t pages = 0, nonresident_pages = 0;
+};
+struct IoWorker {
+  uint16_t thread = 0;
+  uint64_t major_faults = 0, minor_faults = 0;
+  uint64_t read_bytes = 0;  // /proc/thread-self/io read_bytes
+};
+struct IoRecord {
+  uint32_t step = 0, node = 0;
+  uint32_t page_bytes = 4096;
+  uint64_t pages = 0, nonresident_pages = 0;  // sums over ranges
+  std::vector<IoRange> ranges;
+  std::vector<IoWorker> workers;
+};
+
 }  // namespace tt::trace

@@ -145,6 +145,28 @@ void TraceWriter::span(const SpanRecord& s) {
   ++span_count_;
 }
 
+void TraceWriter::io(const IoRecord& r) {
+  begin_record(RecordKind::IO);
+  put<uint32_t>(buffer_, r.step);
+  put<uint32_t>(buffer_, r.node);
+  put<uint32_t>(buffer_, r.page_bytes);
+  put<uint16_t>(buffer_, static_cast<uint16_t>(r.ranges.size()));
+  for (const IoRange& x : r.ranges) {
+    put<uint64_t>(buffer_, x.offset);
+    put<uint64_t>(buffer_, x.length);
+    put<uint32_t>(buffer_, x.pages);
+    put<uint32_t>(buffer_, x.nonresident_pages);
+  }
+  put<uint16_t>(buffer_, static_cast<uint16_t>(r.workers.size()));
+  for (const IoWorker& w : r.workers) {
+    put<uint16_t>(buffer_, w.thread);
+    put<uint64_t>(buffer_, w.major_faults);
+    put<uint64_t>(buffer_, w.minor_faults);
+    put<uint64_t>(buffer_, w.read_bytes);
+  }
+  end_record();
+}
+
 void TraceWriter::op(const OpRecord& r) {
   // Intern every string first, so their STRING records precede this OP record.
   const uint32_t name_id = intern(r.name);
@@ -206,7 +228,7 @@ TraceContents read_trace(const std::string& path) {
   if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 8) != 0)
     fail("'{}' is not a tensortrace trace (bad magic)", path);
   std::memcpy(&out.version, data.data() + 8, 4);
-  if (out.version != kVersion) fail("'{}': trace format version {} is not supported (expected {})", path, out.version, kVersion);
+  if (out.version < kMinVersion || out.version > kVersion) fail("'{}': trace format version {} is not supported (expected {} to {})", path, out.version, kMinVersion, kVersion);
   std::vector<std::string> strings;
   auto str = [&](uint32_t id) -> const std::string& {
     if (id >= strings.size()) fail("'{}': record refers to undefined string {}", path, id);
@@ -314,6 +336,33 @@ TraceContents read_trace(const std::string& path) {
             o.stats.hash = r.get<uint64_t>();
           }
           out.ops.push_back(std::move(o));
+          break;
+        }
+        case RecordKind::IO: {
+          if (out.version < 2) fail("IO record in a version {} trace", out.version);
+          IoRecord io;
+          io.step = r.get<uint32_t>();
+          io.node = r.get<uint32_t>();
+          io.page_bytes = r.get<uint32_t>();
+          const uint16_t n_ranges = r.get<uint16_t>();
+          io.ranges.resize(n_ranges);
+          for (IoRange& x : io.ranges) {
+            x.offset = r.get<uint64_t>();
+            x.length = r.get<uint64_t>();
+            x.pages = r.get<uint32_t>();
+            x.nonresident_pages = r.get<uint32_t>();
+            io.pages += x.pages;
+            io.nonresident_pages += x.nonresident_pages;
+          }
+          const uint16_t n_workers = r.get<uint16_t>();
+          io.workers.resize(n_workers);
+          for (IoWorker& w : io.workers) {
+            w.thread = r.get<uint16_t>();
+            w.major_faults = r.get<uint64_t>();
+            w.minor_faults = r.get<uint64_t>();
+            w.read_bytes = r.get<uint64_t>();
+          }
+          out.io.push_back(std::move(io));
           break;
         }
         default:

@@ -19,6 +19,7 @@ class TraceWriter {
   void op(const OpRecord& r);
   void span(const SpanRecord& s);
   void step_end(const StepMarker& m);
+  void io(const IoRecord& r);
   // Pushes buffered records to the file (called at the end of every step, so a kill loses at most one step).
   void flush();
   uint64_t bytes_written() const { return bytes_written_ + buffer_.size(); }
@@ -43,6 +44,7 @@ struct TraceContents {
   std::vector<StepMarker> steps;
   std::vector<OpRecord> ops;
   std::vector<SpanRecord> spans;
+  std::vector<IoRecord> io;  // version 2 with --io-trace
   bool complete = true;         // false when the file ends inside a record
   uint64_t stopped_at = 0;      // byte offset where reading stopped
   std::string stop_reason;      // why it stopped early (truncated record, ...)

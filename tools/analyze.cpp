@@ -1,0 +1,95 @@
+// tensortrace analyze RUN_DIR [--json] [-o REPORT_DIR] [--cache-sim SIZES] [--policy P,...] [--granularity page|tensor]
+//                            [--compare RUN_B]
+// Access order, hot/cold bytes, file versus buffers, predictability, memory pressure, speed, I/O and cache
+// simulation of one run (docs/analysis.md); with --compare, a side-by-side of two runs.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "analysis/analysis.h"
+#include "core/error.h"
+#include "tools/command.h"
+
+namespace tt::cli {
+namespace {
+
+struct AnalyzeArgs {
+  std::string run_dir, report_dir, cache_sim, policy = "lru,lfu,fifo,opt", granularity = "page", compare;
+  bool json = false;
+  uint64_t page_bytes = 4096;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  if (!f || !(f << text)) fail("cannot write '{}'", path);
+}
+
+int run(const AnalyzeArgs& a) {
+  using namespace analysis;
+  AnalyzeOptions opt;
+  for (const std::string& s : split(a.cache_sim)) opt.cache_sizes.push_back(parse_size(s));
+  opt.policies.clear();
+  for (const std::string& p : split(a.policy)) {
+    auto pol = policy_from_name(p);
+    if (!pol) fail("--policy: unknown policy '{}' (lru, lfu, fifo, opt)", p);
+    opt.policies.push_back(*pol);
+  }
+  if (opt.policies.empty()) fail("--policy: give at least one of lru, lfu, fifo, opt");
+  if (a.granularity == "page")
+    opt.granularity = Granularity::PAGE;
+  else if (a.granularity == "tensor")
+    opt.granularity = Granularity::TENSOR;
+  else
+    fail("--granularity must be page or tensor, got '{}'", a.granularity);
+  if (a.page_bytes == 0) fail("--page-size must be positive");
+  opt.page_bytes = a.page_bytes;
+
+  const RunFiles run = load_run(a.run_dir);
+  nlohmann::json report = analyze_run(run, opt);
+  std::string text = render_text(report);
+  if (!a.compare.empty()) {
+    const RunFiles other = load_run(a.compare);
+    nlohmann::json cmp = compare_runs(run, other);
+    report["comparison"] = cmp;
+    text += "\n== Comparison ==\n" + render_comparison_text(cmp);
+  }
+  if (!a.report_dir.empty()) {
+    std::filesystem::create_directories(a.report_dir);
+    write_file(a.report_dir + "/analysis.json", report.dump(1) + "\n");
+    write_file(a.report_dir + "/analysis.txt", text);
+    std::vector<std::string> figs = write_figures(report, a.report_dir);
+    fmt::print(stderr, "wrote {}/analysis.json, analysis.txt and {} figures\n", a.report_dir, figs.size());
+  }
+  if (a.json)
+    fmt::print("{}\n", report.dump(1));
+  else
+    fmt::print("{}", text);
+  return 0;
+}
+
+RegisterCommand reg(
+    "analyze", "Analyse a run: access order, hot/cold bytes, I/O, speed, cache simulation", 40, [](CLI::App& cmd) {
+      auto a = std::make_shared<AnalyzeArgs>();
+      cmd.add_option("run_dir", a->run_dir, "Run directory")->required();
+      cmd.add_flag("--json", a->json, "Print the report as JSON");
+      cmd.add_option("-o,--output", a->report_dir, "Also write analysis.json, analysis.txt and SVG figures here");
+      cmd.add_option("--cache-sim", a->cache_sim, "Simulate caches of these capacities (e.g. 256K,1M,64M)");
+      cmd.add_option("--policy", a->policy, "Cache policies: lru, lfu, fifo, opt (comma-separated)");
+      cmd.add_option("--granularity", a->granularity, "Cache unit: page or tensor");
+      cmd.add_option("--page-size", a->page_bytes, "Page size in bytes for page granularity and reuse distances");
+      cmd.add_option("--compare", a->compare, "Compare with a second run (e.g. cold without vs with --prefetch)");
+      return [a]() { return run(*a); };
+    });
+
+}  // namespace
+}  // namespace tt::cli
