@@ -98,8 +98,21 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   }
   const uint64_t w_row = w.row_size();
   Range rows = split(N, ctx.ith, ctx.nth);
+  // Weights llama.cpp repacks are multiplied with its repack kernels' summation orders: "gemm" for the tokens
+  // in groups of 4, "gemv" for the rest (see find_repack).
+  const RepackKernels* rp = N % 8 == 0 ? find_repack(w.type) : nullptr;
+  const int64_t m_gemm = rp != nullptr && M > 3 ? M - M % 4 : 0;
+  auto dot_for = [&](int64_t t) -> VecDotFn {
+    if (rp == nullptr) return k->vec_dot;
+    return t < m_gemm ? rp->gemm : rp->gemv;
+  };
   if (M == 1) {
-    vec_dot_rows(*k, K, rows.end - rows.begin, out.as<float>() + rows.begin, w.data + rows.begin * w_row, w_row, y);
+    if (rp == nullptr) {
+      vec_dot_rows(*k, K, rows.end - rows.begin, out.as<float>() + rows.begin, w.data + rows.begin * w_row, w_row, y);
+    } else {
+      const VecDotFn dot = dot_for(0);
+      for (int64_t r = rows.begin; r < rows.end; ++r) dot(K, out.as<float>() + r, w.data + r * w_row, y);
+    }
     return;
   }
   // Tiles of weight rows x tokens: the tile's weight rows stay in cache while every token of the tile uses them.
@@ -110,7 +123,12 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
     for (int64_t r0 = rows.begin; r0 < rows.end; r0 += kRowTile) {
       const int64_t nr = std::min(kRowTile, rows.end - r0);
       for (int64_t t = t0; t < t1; ++t) {
-        vec_dot_rows(*k, K, nr, tmp, w.data + r0 * w_row, w_row, y + t * y_row);
+        if (rp == nullptr) {
+          vec_dot_rows(*k, K, nr, tmp, w.data + r0 * w_row, w_row, y + t * y_row);
+        } else {
+          const VecDotFn dot = dot_for(t);
+          for (int64_t r = 0; r < nr; ++r) dot(K, &tmp[r], w.data + (r0 + r) * w_row, y + t * y_row);
+        }
         std::memcpy(out.as<float>() + t * N + r0, tmp, nr * sizeof(float));
       }
     }

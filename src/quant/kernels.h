@@ -60,6 +60,13 @@ void quantize_iq4_nl(const float* src, void* dst, int64_t n);
 // products on this kind of machine. Scalar code; the SIMD versions below give identical bytes.
 void quantize_q8_0_x86(const float* src, void* dst, int64_t n);
 void quantize_q8_1_x86(const float* src, void* dst, int64_t n);
+
+// llama.cpp's x86 repacked-weight kernels, one weight row at a time (repack.cpp): "gemv" for single tokens,
+// "gemm" for tokens in groups of 4.
+TT_VEC_DOT_DECL(repack_dot_q4_0);  // gemv and gemm
+TT_VEC_DOT_DECL(repack_dot_iq4_nl);
+TT_VEC_DOT_DECL(repack_gemv_q4_k);
+TT_VEC_DOT_DECL(repack_gemm_q4_k);
 }  // namespace ref
 
 // Fast paths, one namespace per instruction set (files *_avx2.cpp / *_avx512.cpp). Every function here has the

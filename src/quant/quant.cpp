@@ -130,6 +130,22 @@ const QuantKernels* find_kernels(GgmlType type) {
   return nullptr;
 }
 
+const RepackKernels* find_repack(GgmlType type) {
+  static const RepackKernels q4_0{ref::repack_dot_q4_0, ref::repack_dot_q4_0};
+  static const RepackKernels iq4_nl{ref::repack_dot_iq4_nl, ref::repack_dot_iq4_nl};
+  static const RepackKernels q4_k{ref::repack_gemv_q4_k, ref::repack_gemm_q4_k};
+  switch (type) {
+    case GgmlType::Q4_0:
+      return &q4_0;
+    case GgmlType::IQ4_NL:
+      return &iq4_nl;
+    case GgmlType::Q4_K:
+      return &q4_k;
+    default:
+      return nullptr;
+  }
+}
+
 const char* kernel_isa() {
   switch (isa()) {
     case Isa::kAvx512Vnni:

@@ -48,6 +48,16 @@ void quantize_activations(GgmlType type, const float* src, void* dst, int64_t n)
 
 // results[r] = dot(weight row r, y) for r in [0, nrows): weight rows of `k.type` start x_row_bytes apart, y is
 // one row of k.vec_dot_type; n elements each. Same values as calling k.vec_dot per row.
+// llama.cpp on x86 (AVX2 / AVX-512, the reference machine) stores weights of some types with 8 rows interleaved
+// ("repack") when their row count is a multiple of 8, and multiplies them with kernels of their own, whose float
+// summation order differs from vec_dot, for every batch size: of M tokens, the first M - M % 4 go through `gemm`
+// (4 tokens at a time) when M > 3, the others through `gemv`. Null when the type is not repacked.
+struct RepackKernels {
+  VecDotFn gemv;
+  VecDotFn gemm;
+};
+const RepackKernels* find_repack(GgmlType type);
+
 void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* results, const void* x, uint64_t x_row_bytes,
                   const void* y);
 

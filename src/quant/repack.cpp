@@ -1,0 +1,107 @@
+// The float summation orders of llama.cpp's x86 "repack" kernels (ggml-cpu/arch/x86/repack.cpp), one weight row
+// at a time. On AVX2 / AVX-512 machines llama.cpp stores Q4_0, IQ4_NL and Q4_K weights (and Q2_K with AVX-512)
+// with 8 rows interleaved when the row count is a multiple of 8, and multiplies them with its gemv (one token)
+// and gemm (4 tokens) kernels instead of vec_dot, for every batch size. Their integer parts are exact, so only
+// the float steps need reproducing:
+//   - Q4_0 / IQ4_NL (gemv and gemm): per 32-block, acc = fma(float(sumi), d_w * d_a, acc), one scalar accumulator
+//     per (row, token);
+//   - Q4_K gemv: per super-block, acc = fma(float(sum_j sc_j * dot_j), d_w * d_a, acc) and
+//     acc_min = fma(float(sum_j m_j * bsum_j), dmin_w * d_a, acc_min); result acc - acc_min;
+//   - Q4_K gemm: the same, but one FMA per pair of 32-element sub-blocks (64 elements).
+#include <cmath>
+#include <cstdint>
+
+#include "core/fp16.h"
+#include "quant/blocks.h"
+#include "quant/kernels.h"
+
+namespace tt::ref {
+namespace {
+
+float h2f(uint16_t h) { return fp16_to_fp32(h); }
+
+int dot32_q4_0(const BlockQ4_0& x, const int8_t* a) {
+  int s = 0;
+  for (int j = 0; j < 16; ++j) {
+    s += ((x.qs[j] & 0xF) - 8) * a[j];
+    s += ((x.qs[j] >> 4) - 8) * a[j + 16];
+  }
+  return s;
+}
+
+int dot32_iq4_nl(const BlockIQ4_NL& x, const int8_t* a) {
+  int s = 0;
+  for (int j = 0; j < 16; ++j) {
+    s += kValuesIQ4NL[x.qs[j] & 0xF] * a[j];
+    s += kValuesIQ4NL[x.qs[j] >> 4] * a[j + 16];
+  }
+  return s;
+}
+
+template <typename Block, int (*kDot)(const Block&, const int8_t*)>
+void repack_b32(int64_t n, float* result, const void* vx, const void* vy) {
+  const Block* x = static_cast<const Block*>(vx);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(vy);
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const int sumi = kDot(x[i], y[i].qs);
+    acc = std::fma(static_cast<float>(sumi), h2f(x[i].d) * h2f(y[i].d), acc);
+  }
+  *result = acc;
+}
+
+// Q4_K: the 8 sub-block integer dots (quants 0..15 against Q8_K), scales and mins.
+void q4_k_parts(const BlockQ4_K& x, const BlockQ8_K& y, int* dots, int* scales, int* mins) {
+  for (int g = 0; g < 4; ++g) {
+    int lo = 0, hi = 0;
+    for (int l = 0; l < 32; ++l) {
+      lo += (x.qs[32 * g + l] & 0xF) * y.qs[64 * g + l];
+      hi += (x.qs[32 * g + l] >> 4) * y.qs[64 * g + 32 + l];
+    }
+    dots[2 * g] = lo;
+    dots[2 * g + 1] = hi;
+  }
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    get_scale_min_k4(j, x.scales, &sc, &m);
+    scales[j] = sc;
+    mins[j] = m;
+  }
+}
+
+// kPairs: sub-blocks per FMA step (8 for gemv, 2 for gemm).
+template <int kPerStep>
+void repack_q4_k(int64_t n, float* result, const void* vx, const void* vy) {
+  const BlockQ4_K* x = static_cast<const BlockQ4_K*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int dots[8], scales[8], mins[8];
+    q4_k_parts(x[i], y[i], dots, scales, mins);
+    const float d = h2f(x[i].d) * y[i].d;
+    const float dmin = h2f(x[i].dmin) * y[i].d;
+    for (int j0 = 0; j0 < 8; j0 += kPerStep) {
+      int isum = 0, imin = 0;
+      for (int j = j0; j < j0 + kPerStep; ++j) {
+        isum += scales[j] * dots[j];
+        imin += mins[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+      }
+      acc = std::fma(static_cast<float>(isum), d, acc);
+      acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
+    }
+  }
+  *result = acc - acc_min;
+}
+
+}  // namespace
+
+void repack_dot_q4_0(int64_t n, float* r, const void* x, const void* y) {
+  repack_b32<BlockQ4_0, dot32_q4_0>(n, r, x, y);
+}
+void repack_dot_iq4_nl(int64_t n, float* r, const void* x, const void* y) {
+  repack_b32<BlockIQ4_NL, dot32_iq4_nl>(n, r, x, y);
+}
+void repack_gemv_q4_k(int64_t n, float* r, const void* x, const void* y) { repack_q4_k<8>(n, r, x, y); }
+void repack_gemm_q4_k(int64_t n, float* r, const void* x, const void* y) { repack_q4_k<2>(n, r, x, y); }
+
+}  // namespace tt::ref
