@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "trace/trace_file.h"
@@ -98,7 +99,7 @@ std::string buffer_name(int id) {
 }
 
 // Adds the bytes of [a, b) that fall in [start, start + bins*width) to the bins (bytes per bin).
-void add_range(std::vector<double>& acc, double start, double width, uint64_t a, uint64_t b) {
+void add_range(std::vector<double>& acc, double start, double width, uint64_t a, uint64_t b, double mult = 1) {
   const double lo = std::max<double>(static_cast<double>(a), start);
   const double hi = std::min<double>(static_cast<double>(b), start + width * acc.size());
   if (hi <= lo) return;
@@ -107,12 +108,12 @@ void add_range(std::vector<double>& acc, double start, double width, uint64_t a,
   if (i1 >= acc.size()) i1 = acc.size() - 1;
   if (i0 >= acc.size()) return;
   if (i0 == i1) {
-    acc[i0] += hi - lo;
+    acc[i0] += (hi - lo) * mult;
     return;
   }
-  acc[i0] += (static_cast<double>(i0 + 1) - f0) * width;
-  for (size_t i = i0 + 1; i < i1; ++i) acc[i] += width;
-  acc[i1] += (f1 - static_cast<double>(i1)) * width;
+  acc[i0] += (static_cast<double>(i0 + 1) - f0) * width * mult;
+  for (size_t i = i0 + 1; i < i1; ++i) acc[i] += width * mult;
+  acc[i1] += (f1 - static_cast<double>(i1)) * width * mult;
 }
 
 json rounded(const std::vector<double>& v, double width) {
@@ -178,7 +179,23 @@ void ServedRun::index_trace() {
   size_t steps = markers_.size();
   if (!ops_.empty()) steps = std::max<size_t>(steps, ops_.back().step + 1);
   step_ops_.assign(steps, {0, 0});
-  step_touches_.assign(steps, {});
+  struct Key {
+    int32_t b;
+    uint64_t o, l;
+    bool w;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uint64_t>()(k.o * 1000003u ^ k.l * 7919u ^ static_cast<uint64_t>(k.b + 7) * 31u ^ k.w);
+    }
+  };
+  std::unordered_map<Key, size_t, KeyHash> unique;
+  auto touch = [&](uint32_t step, const Touch& t) {
+    auto [it, fresh] = unique.try_emplace(Key{t.buffer_id, t.offset, t.length, t.write}, touches_.size());
+    if (fresh) touches_.push_back({t, {}});
+    touches_[it->second].steps.push_back(step);
+  };
   for (size_t i = 0; i < ops_.size();) {
     size_t j = i;
     while (j < ops_.size() && ops_[j].step == ops_[i].step) ++j;
@@ -194,17 +211,16 @@ void ServedRun::index_trace() {
     b.size = std::max(b.size, end);
   };
   for (const trace::OpRecord& o : ops_) {
-    std::vector<Touch>& touches = step_touches_[o.step];
     for (const trace::TensorRecord& in : o.inputs) {
       for (const trace::RangeRecord& r : in.ranges) {
         if (r.length == 0) continue;
         const bool file = r.pool == Pool::MODEL_FILE;
-        touches.push_back({file ? -1 : r.buffer_id, r.offset, r.length, false});
+        touch(o.step, {file ? -1 : r.buffer_id, r.offset, r.length, false});
         note_buffer(r.pool, r.buffer_id, r.offset + r.length);
       }
     }
     if (o.write.length > 0 && o.write.pool != Pool::MODEL_FILE) {
-      touches.push_back({o.write.buffer_id, o.write.offset, o.write.length, true});
+      touch(o.step, {o.write.buffer_id, o.write.offset, o.write.length, true});
       note_buffer(o.write.pool, o.write.buffer_id, o.write.offset + o.write.length);
     }
     t_end_ns_ = std::max(t_end_ns_, o.end_ns);
@@ -320,6 +336,7 @@ json ServedRun::run_json() const {
     }
   }
   derived["step_times"] = std::move(times);
+  derived["step_graph"] = step_graph_;
   return {{"run", run_}, {"derived", derived}};
 }
 
@@ -509,38 +526,40 @@ json ServedRun::spans(const Params& p) const {
   }
   // Too many to send: per thread and pixel bucket, the busy fraction and the op kind / layer with the most time.
   const double w = (t1 - t0) / static_cast<double>(px);
-  struct Bucket {
-    double busy = 0;
-    double by_op[static_cast<int>(OpKind::kCount)] = {};
-    std::map<int, double> by_layer;
-  };
-  std::map<std::pair<int, int64_t>, Bucket> buckets;
+  const size_t nk = static_cast<size_t>(OpKind::kCount);
+  int max_layer = 0;
+  for (const trace::OpRecord& o : ops_) max_layer = std::max<int>(max_layer, o.layer);
+  const size_t nl = static_cast<size_t>(max_layer) + 2;  // slot 0: no layer
+  const size_t nt = static_cast<size_t>(std::max(1, n_threads_));
+  std::vector<double> busy(nt * px, 0), by_op(nt * px * nk, 0), by_layer(nt * px * nl, 0);
   for (const trace::SpanRecord* s : in) {
     const trace::OpRecord* o = op_of(*s);
     const double a = std::max<double>(t0, s->start_ns), b = std::min<double>(t1, s->end_ns);
-    if (b < a) continue;
+    if (b < a || s->thread >= nt) continue;
     int64_t i0 = static_cast<int64_t>((a - t0) / w), i1 = static_cast<int64_t>((b - t0) / w);
     i1 = std::min<int64_t>(i1, px - 1);
     for (int64_t i = i0; i <= i1; ++i) {
       const double ba = t0 + i * w, bb = ba + w;
       const double ov = std::max(0.0, std::min(b, bb) - std::max(a, ba));
-      Bucket& k = buckets[{s->thread, i}];
-      k.busy += ov;
+      const size_t k = s->thread * px + i;
+      busy[k] += ov;
       if (o) {
-        k.by_op[static_cast<int>(o->op)] += ov;
-        k.by_layer[o->layer] += ov;
+        by_op[k * nk + static_cast<size_t>(o->op)] += ov;
+        by_layer[k * nl + static_cast<size_t>(o->layer + 1)] += ov;
       }
     }
   }
   json rows = json::array();
-  for (const auto& [key, k] : buckets) {
-    const int op = static_cast<int>(std::max_element(k.by_op, k.by_op + static_cast<int>(OpKind::kCount)) - k.by_op);
-    int layer = -1;
-    double best = -1;
-    for (const auto& [l, v] : k.by_layer)
-      if (v > best) best = v, layer = l;
-    rows.push_back({key.first, key.second, std::round(std::min(1.0, k.busy / w) * 1000) / 1000, op, layer});
-  }
+  for (size_t th = 0; th < nt; ++th)
+    for (int64_t i = 0; i < px; ++i) {
+      const size_t k = th * px + i;
+      if (busy[k] <= 0) continue;
+      const double* ops = &by_op[k * nk];
+      const double* layers = &by_layer[k * nl];
+      const int op = static_cast<int>(std::max_element(ops, ops + nk) - ops);
+      const int layer = static_cast<int>(std::max_element(layers, layers + nl) - layers) - 1;
+      rows.push_back({th, i, std::round(std::min(1.0, busy[k] / w) * 1000) / 1000, op, layer});
+    }
   r["mode"] = "buckets";
   r["px"] = px;
   r["columns"] = {"thread", "bucket", "busy", "op", "layer"};
@@ -559,6 +578,9 @@ json ServedRun::graph(const Params& p) const {
     const trace::OpRecord& o = ops_[i];
     timing.push_back({o.node, o.start_ns, o.end_ns, o.thread, i});
   }
+  if (get_bool(p, "timing_only", false))
+    return {{"step", step}, {"graph_id", gid}, {"timing_columns", {"node", "start_ns", "end_ns", "thread", "i"}},
+            {"timing", std::move(timing)}};
   return {{"step", step},
           {"graph_id", gid},
           {"graph", graphs_.at(gid)},
@@ -652,28 +674,31 @@ json ServedRun::heatmap(const Params& p) const {
 
   std::vector<double> file(bins, 0);
   uint64_t file_bytes = 0, kv_read = 0, kv_written = 0, act_read = 0, act_written = 0;
-  const uint32_t s0 = cumulative ? 0 : step;
-  for (uint32_t s = s0; s <= step; ++s) {
-    for (const Touch& t : step_touches_[s]) {
-      if (t.buffer_id < 0) {
-        add_range(file, start, width, t.offset, t.offset + t.length);
-        file_bytes += t.length;
-        auto it = std::upper_bound(by_offset.begin(), by_offset.end(), std::make_pair(t.offset, SIZE_MAX));
-        if (it != by_offset.begin()) {
-          const size_t ti = std::prev(it)->second;
-          t_reads[ti] += 1;
-          t_bytes[ti] += t.length;
-        }
-        continue;
+  for (const UniqueTouch& u : touches_) {
+    const auto hi = std::upper_bound(u.steps.begin(), u.steps.end(), step);
+    const auto lo = cumulative ? u.steps.begin() : std::lower_bound(u.steps.begin(), hi, step);
+    const uint64_t n = static_cast<uint64_t>(hi - lo);
+    if (n == 0) continue;
+    const Touch& t = u.t;
+    if (t.buffer_id < 0) {
+      add_range(file, start, width, t.offset, t.offset + t.length, static_cast<double>(n));
+      file_bytes += t.length * n;
+      auto it = std::upper_bound(by_offset.begin(), by_offset.end(), std::make_pair(t.offset, SIZE_MAX));
+      if (it != by_offset.begin()) {
+        const size_t ti = std::prev(it)->second;
+        t_reads[ti] += n;
+        t_bytes[ti] += t.length * n;
       }
-      auto w = where.find(t.buffer_id);
-      if (w == where.end()) continue;
-      Track& tr = *w->second.first;
-      const double tw = static_cast<double>(std::max<uint64_t>(tr.size, 1)) / static_cast<double>(tbins);
-      add_range(t.write ? tr.write : tr.read, 0, tw, w->second.second + t.offset, w->second.second + t.offset + t.length);
-      if (&tr == &kv) (t.write ? kv_written : kv_read) += t.length;
-      else (t.write ? act_written : act_read) += t.length;
+      continue;
     }
+    auto w = where.find(t.buffer_id);
+    if (w == where.end()) continue;
+    Track& tr = *w->second.first;
+    const double tw = static_cast<double>(std::max<uint64_t>(tr.size, 1)) / static_cast<double>(tbins);
+    add_range(t.write ? tr.write : tr.read, 0, tw, w->second.second + t.offset, w->second.second + t.offset + t.length,
+              static_cast<double>(n));
+    if (&tr == &kv) (t.write ? kv_written : kv_read) += t.length * n;
+    else (t.write ? act_written : act_read) += t.length * n;
   }
   json tensor_rows = json::array();
   for (size_t i = 0; i < tensors.size(); ++i)

@@ -77,7 +77,13 @@ class ServedRun {
   bool complete_ = true;
   std::string stop_reason_;
 
-  std::vector<std::vector<Touch>> step_touches_;  // step -> ranges read/written
+  // Every distinct range read or written, with the steps touching it (sorted, repeated when touched several times
+  // in a step): most ranges recur every step, so a cumulative heatmap costs O(distinct ranges), not O(steps).
+  struct UniqueTouch {
+    Touch t;
+    std::vector<uint32_t> steps;
+  };
+  std::vector<UniqueTouch> touches_;
   std::vector<Buffer> buffers_;
 
   // buffers.json: events and a live-bytes series per pool

@@ -28,7 +28,7 @@ grep -q "not built" "$scratch/out" || { echo "FAIL: unclear error without web ap
 
 "$bin" serve "$scratch/run" --port 0 --web-dir "$scratch/web" >"$scratch/log" 2>&1 &
 server=$!
-for _ in $(seq 100); do grep -q "serving http" "$scratch/log" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -q "serving http" "$scratch/log" 2>/dev/null && break; sleep 0.1; done
 url=$(sed -n 's/^serving \(http[^ ]*\)$/\1/p' "$scratch/log")
 [ -n "$url" ] || { echo "FAIL: no URL printed: $(cat "$scratch/log")"; exit 1; }
 

@@ -195,10 +195,10 @@ async function measure(dir) {
       `const rows = [...document.querySelectorAll('#table-scroll .trow')].filter(r => r.style.display !== 'none' && r.dataset.i); return rows.length > 5`);
     // table click → graph selection
     const row = page.locator('#table-scroll .trow[data-i]:not([data-i=""])').nth(2);
+    const node = await row.getAttribute('data-node');
     const t = Date.now();
     await row.click();
-    const node = await row.getAttribute('data-node');
-    await page.waitForSelector(`#graph-svg g.node.selected[data-id="node_${node}"]`);
+    await page.waitForSelector(`#graph-svg g.node.selected[data-id="node_${node}"]`, { state: "attached", timeout: 60000 });
     r.table_click_to_graph_ms = Date.now() - t;
     // hover tooltip on the heatmap
     const box = await page.locator('#heat-canvas').boundingBox();
@@ -206,6 +206,15 @@ async function measure(dir) {
     await page.mouse.move(box.x + box.width * 0.5, box.y + 30);
     await page.waitForSelector('#tooltip', { state: 'visible' });
     r.heatmap_hover_ms = Date.now() - th;
+    // graph: all layers of a generation step
+    await page.mouse.move(5, 5);
+    r.graph_all_layers_ms = await timed(page, `const s = document.querySelector('#graph-layer'); s.value = 'all'; s.dispatchEvent(new Event('change'));`,
+      `return document.querySelectorAll('#graph-svg g.node').length > 300`);
+    r.graph_nodes = await page.locator('#graph-svg g.node').count();
+    // timeline: zoom into one step (spans instead of buckets)
+    r.timeline_zoom_step_ms = await timed(page, `document.querySelector('#timeline button:nth-of-type(2)').click()`,
+      `return document.querySelector('#timeline-canvas').dataset.mode === 'spans'`);
+    await page.screenshot({ path: join(shots, 'long-run.png'), fullPage: false });
     console.log(JSON.stringify(r, null, 1));
   } finally {
     await browser.close();

@@ -52,7 +52,7 @@ export class RunApi {
   steps(from?: number, to?: number) { return getJSON<{ steps: StepRow[]; total: number }>(this.u('steps', { from, to })); }
   ops(p: Record<string, any>, signal?: AbortSignal) { return getJSON<OpsPage>(this.u('ops', p), signal); }
   spans(p: Record<string, any>, signal?: AbortSignal) { return getJSON<Spans>(this.u('spans', p), signal); }
-  graph(step: number) { return getJSON<GraphResp>(this.u('graph', { step })); }
+  graph(step: number, timingOnly = false) { return getJSON<GraphResp>(this.u('graph', { step, timing_only: timingOnly || undefined })); }
   buffers(p: Record<string, any>, signal?: AbortSignal) { return getJSON<BuffersResp>(this.u('buffers', p), signal); }
   heatmap(p: Record<string, any>, signal?: AbortSignal) { return getJSON<Heatmap>(this.u('heatmap', p), signal); }
   summary() { return getJSON<Summary>(this.u('summary')); }

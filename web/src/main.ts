@@ -42,6 +42,7 @@ async function open(runs: RunEntry[], active: number) {
   // first paint: heatmap and timeline; then the rest
   await Promise.all([start(heat, 'heatmap'), start(timeline, 'timeline'), start(table, 'table')]);
   window.__tt.firstPaintMs = performance.now() - t0;
+  (header as any).loadSteps();
   document.body.dataset.firstPaint = window.__tt.firstPaintMs.toFixed(0);
   await Promise.all([start(graph, 'graph'), start(buffers, 'buffers'), start(logits, 'logits'), start(summary, 'summary')]);
   if (runs.length === 2) {
@@ -67,8 +68,10 @@ function topBar(ctx: Ctx, runs: RunEntry[], active: number, getSteps: () => Prom
     el('span', { class: 'muted prompt', title: r?.generated_text ?? '' }, ` “${r?.options?.prompt ?? ''}” → ${(r?.generated_text ?? '').slice(0, 80)}`));
   const switcher = runs.length > 1 ? el('span', { class: 'runs' }, ...runs.map((run, i) =>
     el('button', { class: i === active ? 'active' : '', id: `run-${i}`, onclick: () => i !== active && open(runs, i) }, `${i ? 'B' : 'A'}: ${run.name}`))) : null;
+  const bar = el('div', { class: 'topbar' }, title, el('div', { class: 'controls' }, switcher, prev, slider, next, play, speed, label,
+    el('span', { class: 'muted small' }, '← → step · space play · table: ↑ ↓ PgUp PgDn')));
   let steps: StepRow[] = [];
-  getSteps().then((s) => { steps = s; update(); });
+  (bar as any).loadSteps = () => getSteps().then((s) => { steps = s; update(); });
   function go(s: number) { ctx.store.setStep(Math.max(0, Math.min(n - 1, s))); }
   function update() {
     const s = ctx.store.sel.step;
@@ -100,9 +103,9 @@ function topBar(ctx: Ctx, runs: RunEntry[], active: number, getSteps: () => Prom
     else if (ev.key === ' ') { ev.preventDefault(); toggle(); }
   };
   update();
-  return el('div', { class: 'topbar' }, title, el('div', { class: 'controls' }, switcher, prev, slider, next, play, speed, label,
-    el('span', { class: 'muted small' }, '← → step · space play · table: ↑ ↓ PgUp PgDn')));
+  return bar;
 }
+
 
 listRuns().then((r) => {
   if (!r.runs.length) throw new Error('no runs');

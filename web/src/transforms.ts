@@ -109,8 +109,8 @@ export interface GraphNode { id: string; index?: number; name: string; op: strin
 export interface GraphEdge { source: string; target: string; slot: number; label?: string }
 
 // The nodes of one layer plus the nodes outside it that feed it (shared inputs) or consume it, and the edges
-// touching the layer. layer === 'all' keeps everything.
-export function filterGraph(nodes: GraphNode[], edges: GraphEdge[], layer: number | 'all'):
+// touching the layer (null: the nodes outside every layer). layer === 'all' keeps everything.
+export function filterGraph(nodes: GraphNode[], edges: GraphEdge[], layer: number | null | 'all'):
   { nodes: GraphNode[]; edges: GraphEdge[]; boundary: Set<string> } {
   if (layer === 'all') return { nodes, edges, boundary: new Set() };
   const inLayer = new Set(nodes.filter((n) => n.layer === layer).map((n) => n.id));

@@ -106,3 +106,14 @@ describe('formatting and scales', () => {
     expect(tensorColor(null, 'embedding', 4)).toMatch(/^hsl\(30, 10%/);
   });
 });
+
+describe('filterGraph outside layers', () => {
+  it('null keeps the global nodes and their neighbours', () => {
+    const nodes: GraphNode[] = [{ id: 'a', name: 'embd', op: 'GET_ROWS', layer: null }, { id: 'b', name: 'n', op: 'RMS_NORM', layer: 0 },
+      { id: 'c', name: 'out', op: 'MUL_MAT', layer: null }];
+    const edges: GraphEdge[] = [{ source: 'a', target: 'b', slot: 0 }, { source: 'b', target: 'c', slot: 0 }];
+    const f = filterGraph(nodes, edges, null);
+    expect(f.nodes.map((n) => n.id)).toEqual(['a', 'b', 'c']);
+    expect([...f.boundary]).toEqual(['b']);
+  });
+});

@@ -4,7 +4,7 @@ import * as dagre from '@dagrejs/dagre';
 import type { GraphResp } from '../api';
 import type { Ctx } from '../context';
 import { filterGraph, formatNs, OP_COLORS, shapeString, tensorColor, type GraphEdge, type GraphNode } from '../transforms';
-import { el, esc, hideTip, panel, showTip } from '../ui';
+import { el, esc, hideTip, panel, rafThrottle, showTip } from '../ui';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const svgEl = (tag: string, attrs: Record<string, string | number> = {}) => {
@@ -18,6 +18,7 @@ interface Layout { nodes: Map<string, { x: number; y: number; w: number; h: numb
 
 export function graphView(ctx: Ctx): HTMLElement {
   const layerSel = el('select', { id: 'graph-layer', 'aria-label': 'layer' }, el('option', { value: 'all' }, 'all layers'),
+    el('option', { value: 'none' }, 'outside layers'),
     ...Array.from({ length: ctx.nLayers }, (_, l) => el('option', { value: String(l) }, `layer ${l}`)));
   layerSel.value = ctx.nLayers > 0 ? '0' : 'all';
   const info = el('span', { class: 'muted', id: 'graph-info' });
@@ -32,7 +33,7 @@ export function graphView(ctx: Ctx): HTMLElement {
   const layouts = new Map<string, Layout>();
   const timing = new Map<number, number[]>();  // node index -> [node, start, end, thread, i]
 
-  function layoutFor(r: GraphResp, layer: number | 'all'): Layout {
+  function layoutFor(r: GraphResp, layer: number | null | 'all'): Layout {
     const key = `${r.graph_id}:${layer}`;
     const cached = layouts.get(key);
     if (cached) return cached;
@@ -55,12 +56,19 @@ export function graphView(ctx: Ctx): HTMLElement {
   async function load() {
     const step = ctx.store.sel.step;
     try {
-      if (!resp || resp.step !== step) resp = await ctx.api.graph(step);
+      const gid = (ctx.info.derived as any).step_graph?.[step];
+      if (resp && resp.step !== step && resp.graph_id === gid) {
+        const t = await ctx.api.graph(step, true);  // same graph: only this step's timing
+        if (ctx.store.sel.step !== step) return;
+        resp = { ...resp, step, timing: t.timing };
+      } else if (!resp || resp.step !== step) {
+        resp = await ctx.api.graph(step);
+      }
     } catch (e) { info.textContent = `error: ${(e as Error).message}`; return; }
     timing.clear();
     for (const t of resp.timing) timing.set(t[0], t);
     const t0 = performance.now();
-    const lay = layerSel.value === 'all' ? 'all' : Number(layerSel.value);
+    const lay = layerSel.value === 'all' ? 'all' : layerSel.value === 'none' ? null : Number(layerSel.value);
     const fresh = layout !== layoutFor(resp, lay);
     layout = layoutFor(resp, lay);
     render();
@@ -170,11 +178,11 @@ export function graphView(ctx: Ctx): HTMLElement {
   svg.addEventListener('mouseleave', () => hideTip('graph'));
   layerSel.addEventListener('change', load);
 
-  ctx.store.on('step', load);
+  ctx.store.on('step', rafThrottle(load));
   ctx.store.on('op', async () => {
     const op = ctx.store.sel.op;
-    if (op && layerSel.value !== 'all' && op.layer !== null && String(op.layer) !== layerSel.value) layerSel.value = String(op.layer);
-    else if (op && op.layer === null && layerSel.value !== 'all' && layout && !layout.nodes.has(`node_${op.node}`)) layerSel.value = 'all';
+    const want = op?.layer === null || op?.layer === undefined ? 'none' : String(op.layer);
+    if (op && layerSel.value !== 'all' && want !== layerSel.value) layerSel.value = want;
     await load();
     if (op) centerOn(`node_${op.node}`);
   });
