@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "tools/command.h"
 
 namespace tt::cli {
@@ -18,7 +19,7 @@ std::vector<Command>& commands() {
 int main(int argc, char** argv) {
   using namespace tt::cli;
   CLI::App app{"tensortrace: run GGUF models on the CPU and see every tensor operation"};
-  app.set_version_flag("--version", std::string(TT_VERSION) + " (" + TT_GIT_REV + ")");
+  app.set_version_flag("--version", std::string(TT_VERSION) + " (" + tt::git_revision() + ")");
   app.require_subcommand(1);
   std::vector<Command> all = commands();
   std::sort(all.begin(), all.end(), [](const Command& a, const Command& b) { return a.order < b.order; });

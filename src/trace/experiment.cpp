@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "gguf/memory_map.h"
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
@@ -119,7 +120,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   for (const std::string& n : model->weights.notes) notes.push_back(n);
   run = {{"format", "tensortrace.run"},
          {"version", 1},
-         {"tool", {{"name", "tensortrace"}, {"version", TT_VERSION}, {"git_revision", TT_GIT_REV}}},
+         {"tool", {{"name", "tensortrace"}, {"version", TT_VERSION}, {"git_revision", git_revision()}}},
          {"date", iso_now()},
          {"host", host_json()},
          {"model",

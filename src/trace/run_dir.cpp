@@ -61,7 +61,7 @@ void RunDirWriter::write_file(const std::string& name, const std::string& conten
 }
 
 void RunDirWriter::write_json(const std::string& name, const nlohmann::json& j, int indent) const {
-  write_file(name, j.dump(indent) + "\n");
+  write_file(name, j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 void RunDirWriter::commit() {

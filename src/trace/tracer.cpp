@@ -370,7 +370,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
                {"end_ns", o.end_ns - t0_},
                {"n_ops", graph_->nodes().size()},
                {"graph", step_graph_.back()}};
-  *steps_stream_ << step.dump(-1) << '\n';
+  // Token texts of random models may be invalid UTF-8: replaced, never an error.
+  *steps_stream_ << step.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
   steps_stream_->flush();
   writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_, chosen,
                     o.sampled.probability, true});
