@@ -9,6 +9,7 @@
 #include <set>
 
 #include "analysis/cache_sim.h"
+#include "analysis/diff.h"
 #include "core/error.h"
 #include "support/paths.h"
 #include "trace/experiment.h"
@@ -164,7 +165,7 @@ std::string make_run(const std::string& model, const std::string& name, int thre
   o.n_predict = n_predict;
   o.n_threads = threads;
   o.sampling.temperature = temperature;
-  o.sampling.seed = static_cast<uint32_t>(seed);
+  o.sampling.seed = seed;
   o.run_dir = dir;
   o.trace_options.values = values;
   o.progress = false;
@@ -292,6 +293,75 @@ TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {
   trace::TraceContents t1 = trace::read_trace(old_path);
   EXPECT_EQ(t1.version, 1u);
   EXPECT_EQ(t1.steps.size(), 1u);
+}
+
+TEST(DiffRuns, QuantizationsReportFirstDivergentOp) {
+  TT_REQUIRE_SHARED();
+  const std::string a = make_run(test::shared_path("models/synth-mini-256.Q8_0.gguf"), "q8", 2, 4);
+  const std::string b = make_run(test::shared_path("models/synth-mini-256.Q4_0.gguf"), "q4", 2, 4);
+  const RunFiles ra = load_run(a), rb = load_run(b);
+  const nlohmann::json d = diff_runs(ra, rb, {});
+  EXPECT_EQ(d["alignment"]["only_in_a"], 0);
+  EXPECT_EQ(d["alignment"]["only_in_b"], 0);
+  ASSERT_TRUE(d["values"]["available"].get<bool>());
+  const auto& first = d["values"]["first_divergent_op"];
+  ASSERT_FALSE(first.is_null());
+  // The first op reading a quantized weight differs at once: the embedding lookup of the prompt.
+  EXPECT_EQ(first["step"], 0);
+  EXPECT_EQ(first["node_a"], 0);
+  EXPECT_EQ(first["name"], "embd");
+  EXPECT_NE(first["a"]["hash"], first["b"]["hash"]);
+  // Q4_0 weights are smaller: the matrix products read fewer file bytes.
+  EXPECT_GT(d["bytes"]["ops_with_different_bytes"].get<uint64_t>(), 0u);
+  for (const auto& k : d["time"]["op_kinds"])
+    if (k["name"] == "MUL_MAT") EXPECT_LT(k["b_bytes"].get<uint64_t>(), k["a_bytes"].get<uint64_t>());
+  // A loose tolerance accepts the small embedding difference and moves the first divergence later (or away).
+  const nlohmann::json loose = diff_runs(ra, rb, {.tolerance = 0.05});
+  if (!loose["values"]["first_divergent_op"].is_null()) {
+    const auto& f = loose["values"]["first_divergent_op"];
+    EXPECT_TRUE(f["step"].get<int>() > 0 || f["node_a"].get<int>() > 0) << f.dump();
+  }
+  EXPECT_NE(render_diff_text(d).find("first: step 0 node 0 GET_ROWS 'embd'"), std::string::npos);
+}
+
+TEST(DiffRuns, ThreadCountsSameOutputsDifferentTimes) {
+  TT_REQUIRE_SHARED();
+  const std::string a = make_run(test::shared_path("models/synth-mini-256.Q4_0.gguf"), "t1", 1, 4);
+  const std::string b = make_run(test::shared_path("models/synth-mini-256.Q4_0.gguf"), "t2", 2, 4);
+  const nlohmann::json d = diff_runs(load_run(a), load_run(b), {});
+  EXPECT_TRUE(d["tokens"]["first_differing_step"].is_null());
+  EXPECT_EQ(d["tokens"]["differing_steps"], 0);
+  EXPECT_TRUE(d["values"]["available"].get<bool>());
+  EXPECT_GT(d["values"]["ops_compared"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(d["values"]["first_divergent_op"].is_null()) << d["values"]["first_divergent_op"].dump();
+  EXPECT_EQ(d["bytes"]["ops_with_different_bytes"], 0);
+  EXPECT_EQ(d["a"]["threads"], 1);
+  EXPECT_EQ(d["b"]["threads"], 2);
+  // Times are measured separately: they are not all equal.
+  EXPECT_NE(d["time"]["a_op_ns"], d["time"]["b_op_ns"]);
+  EXPECT_FALSE(d["time"]["largest_differences"].empty());
+}
+
+TEST(DiffRuns, SeedsAtTemperatureChangeTokens) {
+  const std::string model = test::repo_path("models/stories260K.gguf");
+  const std::string a = make_run(model, "seed1", 1, 16, 1.0f, 1);
+  const std::string b = make_run(model, "seed2", 1, 16, 1.0f, 2);
+  const nlohmann::json d = diff_runs(load_run(a), load_run(b), {});
+  EXPECT_GT(d["tokens"]["differing_steps"].get<int>(), 0);
+  ASSERT_FALSE(d["tokens"]["first_differing_step"].is_null());
+  // Step 0's logits are the same (same prompt); the first sampled token can differ, but every op of step 0 agrees.
+  if (!d["values"]["first_divergent_op"].is_null()) EXPECT_GT(d["values"]["first_divergent_op"]["step"], 0);
+  EXPECT_NE(render_diff_text(d).find("chose different tokens"), std::string::npos);
+}
+
+TEST(DiffRuns, SaysWhenValuesAreMissing) {
+  const std::string model = test::repo_path("models/stories260K.gguf");
+  const std::string a = make_run(model, "novalues", 1, 2, 0, 1, /*values=*/false);
+  const std::string b = make_run(model, "values", 1, 2, 0, 1, /*values=*/true);
+  const nlohmann::json d = diff_runs(load_run(a), load_run(b), {});
+  EXPECT_FALSE(d["values"]["available"].get<bool>());
+  EXPECT_NE(d["values"]["note"].get<std::string>().find("--trace-values"), std::string::npos);
+  EXPECT_NE(render_diff_text(d).find("need --trace-values in both runs (A: no, B: yes)"), std::string::npos);
 }
 
 }  // namespace
