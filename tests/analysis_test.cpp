@@ -364,5 +364,53 @@ TEST(DiffRuns, SaysWhenValuesAreMissing) {
   EXPECT_NE(render_diff_text(d).find("need --trace-values in both runs (A: no, B: yes)"), std::string::npos);
 }
 
+TEST(AnalysisIoTrace, ColdRunFaultsOnFirstReadsOnly) {
+  TT_REQUIRE_SHARED();
+  const std::string dir = ::testing::TempDir() + "tt-analysis-cold";
+  std::filesystem::remove_all(dir);
+  ExperimentOptions o;
+  o.model_path = test::shared_path("models/synth-llama-512.Q4_K_M.gguf");
+  o.prompt = "Once upon a time";
+  o.n_predict = 3;
+  o.n_threads = 2;
+  o.run_dir = dir;
+  o.trace_options.io = true;
+  o.cold = true;
+  o.progress = false;
+  const ExperimentResult res = run_experiment(o, nullptr);
+  const nlohmann::json& check = res.run_json["options"]["cold_check"];
+  if (!check.value("evicted", false))
+    GTEST_SKIP() << "the sandbox did not let the model file leave the page cache: " << check.dump();
+
+  const RunFiles run = load_run(dir);
+  ASSERT_FALSE(run.trace.io.empty());
+  const uint64_t ps = run.trace.io.front().page_bytes;
+  std::set<uint64_t> touched;  // pages read by earlier ops
+  uint64_t step0_cold = 0;
+  std::map<std::pair<uint32_t, uint32_t>, std::string> names;
+  for (const auto& op : run.trace.ops) names[{op.step, op.node}] = op.name;
+  for (const trace::IoRecord& io : run.trace.io) {
+    uint64_t faults = 0;
+    for (const auto& w : io.workers) faults += w.major_faults;
+    const std::string& name = names[{io.step, io.node}];
+    for (const trace::IoRange& r : io.ranges) {
+      bool new_pages = false;
+      for (uint64_t p = r.offset / ps; p <= (r.offset + r.length - 1) / ps; ++p) new_pages |= touched.insert(p).second;
+      // Pages missing from the page cache are only ever seen on a first read of them.
+      if (r.nonresident_pages > 0) EXPECT_TRUE(new_pages) << "step " << io.step << " " << name;
+    }
+    if (io.step == 0) step0_cold += io.nonresident_pages + faults;
+    // Later steps read weights already read in step 0 (embedding rows of new tokens are the exception).
+    if (io.step >= 1 && name != "embd") {
+      EXPECT_EQ(io.nonresident_pages, 0u) << "step " << io.step << " " << name;
+      EXPECT_EQ(faults, 0u) << "step " << io.step << " " << name;
+    }
+  }
+  EXPECT_GT(step0_cold, 0u) << "a cold run shows no non-resident pages or major faults in its first step";
+  const nlohmann::json r = analyze_run(run, {.measure_bandwidth = false});
+  ASSERT_TRUE(r.contains("io"));
+  EXPECT_EQ(r["io"]["steps"][1]["nonresident_pages"], 0);
+}
+
 }  // namespace
 }  // namespace tt::analysis

@@ -98,6 +98,10 @@ RegisterCommand reg("run", "Generate text from a prompt and trace every op into 
   cmd.add_option("--logit-top-k", o.trace_options.logit_top_k, "Tokens in each step's logit landscape")
       ->check(CLI::Range(1, 1000));
   cmd.add_flag("!--no-progress", o.progress, "No progress lines on stderr");
+  cmd.add_flag("--io-trace", o.trace_options.io,
+               "Record page-cache residency before each op and faults/storage reads during it (IO records)");
+  cmd.add_flag("--cold", o.cold, "Evict the model file from the page cache before the first step (and check)");
+  cmd.add_option("--prefetch", o.prefetch, "Read weights ahead of compute: none, next-layer, from:RUN_DIR");
   return [a]() { return run(*a); };
 });
 

@@ -34,6 +34,7 @@ json run_summary(const RunFiles& r) {
     if (o.contains("prefetch")) j["prefetch"] = o["prefetch"];
     if (o.contains("cold")) j["cold"] = o["cold"];
     if (o.contains("cold_check")) j["cold_check"] = o["cold_check"];
+    if (o.contains("prefetch_stats")) j["prefetch_stats"] = o["prefetch_stats"];
   }
   j["io"] = io_summary(t);
   return j;
@@ -136,6 +137,12 @@ std::string render_comparison_text(const json& c) {
                      mib(y["storage_read_bytes"]));
     o += fmt::format("  {:<28} {:>14} {:>14}\n", "pages not resident before op", x["nonresident_pages"].get<uint64_t>(),
                      y["nonresident_pages"].get<uint64_t>());
+    auto pf = [](const json& r) {
+      return r.contains("prefetch_stats") && !r["prefetch_stats"].is_null()
+                 ? format_bytes(r["prefetch_stats"]["bytes_read"].get<uint64_t>())
+                 : std::string("-");
+    };
+    o += fmt::format("  {:<28} {:>14} {:>14}\n", "read by the prefetch thread", pf(c["a"]), pf(c["b"]));
   } else {
     o += "  (stall time and bytes read from storage need both runs made with --io-trace)\n";
   }

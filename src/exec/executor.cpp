@@ -27,6 +27,7 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
   observer = nullptr;
 #endif
   const bool node_done = observer && observer->wants_node_done();
+  const bool node_begin = observer && observer->wants_node_begin();
   pool_.run([&](int ith) {
     ComputeContext ctx{ith, nth, &pool_, scratch};
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
@@ -41,6 +42,11 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
         continue;
       }
 #if TT_TRACE_HOOKS
+      if (node_begin) {
+        if (ith == 0) observer->on_node_begin(i, n);
+        pool_.barrier();
+        observer->on_worker_begin(ith, i);
+      }
       const uint64_t t0 = observer ? now_ns() : 0;
       compute_node(n, ctx);
       if (observer) observer->on_span(ith, i, t0, now_ns());

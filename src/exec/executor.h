@@ -22,6 +22,12 @@ class ExecObserver {
   // Called on thread 0 after every thread has finished node `node` (only when wants_node_done()).
   virtual void on_node_done(int node, const Node& n) {}
   virtual bool wants_node_done() const { return false; }
+  // Only when wants_node_begin() (e.g. `run --io-trace`, `--prefetch`): on_node_begin is called on thread 0 before
+  // any worker starts node `node` (the workers wait for it at a barrier), then on_worker_begin by each worker just
+  // before its own share. Views get neither.
+  virtual void on_node_begin(int node, const Node& n) {}
+  virtual void on_worker_begin(int thread, int node) {}
+  virtual bool wants_node_begin() const { return false; }
 };
 
 class Executor {

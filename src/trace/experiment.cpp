@@ -81,9 +81,48 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
                kernel_isa(), o.n_threads, engine.n_ctx(), result.prompt_tokens.size());
 
   std::unique_ptr<Tracer> tracer;
+  std::unique_ptr<Prefetcher> prefetcher;
   json run;
+  json cold_check = nullptr;
+  if (o.prefetch != "none" && !dir) fail("--prefetch needs tracing (it hooks the executor through the tracer)");
+  if (o.prefetch != "none") {
+    const GgufFile& f = *model->file;
+    if (o.prefetch == "next-layer") {
+      prefetcher = std::make_unique<Prefetcher>(f.fd(), f.file_size(), Prefetcher::Mode::NEXT_LAYER);
+    } else if (o.prefetch.rfind("from:", 0) == 0) {
+      const std::string rec_dir = o.prefetch.substr(5);
+      const trace::TraceContents rec = trace::read_trace(rec_dir + "/trace.bin");
+      Prefetcher::Plan plan;
+      for (const trace::OpRecord& op : rec.ops) {
+        if (plan.size() <= op.step) plan.resize(op.step + 1);
+        auto& nodes = plan[op.step];
+        if (nodes.size() <= op.node) nodes.resize(op.node + 1);
+        for (const trace::TensorRecord& in : op.inputs)
+          for (const trace::RangeRecord& r : in.ranges)
+            if (r.pool == Pool::MODEL_FILE && r.length) nodes[op.node].push_back({r.offset, r.length});
+      }
+      if (plan.empty()) fail("--prefetch {}: the recorded run has no ops", o.prefetch);
+      prefetcher = std::make_unique<Prefetcher>(f.fd(), f.file_size(), Prefetcher::Mode::RECORDED, std::move(plan));
+    } else {
+      fail("--prefetch must be none, next-layer or from:RUN_DIR, got '{}'", o.prefetch);
+    }
+  }
+  if (o.cold) {
+    const GgufFile& f = *model->file;
+    const EvictResult ev = evict_from_page_cache(f.fd(), f.bytes().data(), f.bytes().size());
+    cold_check = ev.to_json();
+    if (o.progress || ev.resident_after > 0 || !ev.error.empty()) {
+      if (ev.resident_after == 0 && ev.error.empty())
+        fmt::print(stderr, "cold: evicted the model file from the page cache ({} pages were resident, 0 remain)\n",
+                   ev.resident_before);
+      else
+        fmt::print(stderr, "cold: could NOT fully evict the model file: {} of {} pages remain resident{}{}\n",
+                   ev.resident_after, ev.pages, ev.error.empty() ? "" : "; ", ev.error);
+    }
+  }
   if (dir) {
     tracer = std::make_unique<Tracer>(*dir, *model, o.trace_options, o.n_threads, t0);
+    if (prefetcher) tracer->set_prefetcher(prefetcher.get());
     for (int il = 0; il < model->config.n_layer; ++il) {
       const uint64_t bytes = row_bytes(o.kv_type, model->config.n_embd_kv()) * engine.n_ctx();
       tracer->record_static_buffer(fmt::format("cache_k_l{}", il), Pool::KV_CACHE, k_buffer_id(il), bytes);
@@ -149,7 +188,11 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
              {"repeat_penalty", o.sampling.repeat_penalty},
              {"repeat_last_n", o.sampling.repeat_last_n},
              {"seed", o.sampling.seed}}},
-           {"trace", o.trace_options.to_json()}}},
+           {"trace", o.trace_options.to_json()},
+           {"cold", o.cold},
+           {"cold_check", cold_check},
+           {"prefetch", o.prefetch},
+           {"prefetch_stats", prefetcher ? prefetcher->stats() : json(nullptr)}}},
          {"prompt_tokens", result.prompt_tokens},
          {"generated_tokens", g.tokens},
          {"generated_text", g.text},

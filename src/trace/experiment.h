@@ -25,6 +25,8 @@ struct ExperimentOptions {
   std::string run_dir;  // empty: runs/<date-time>-<model>
   TraceOptions trace_options;
   bool progress = true;  // progress lines on stderr
+  bool cold = false;     // --cold: evict the model file from the page cache after loading, before the first step
+  std::string prefetch = "none";  // --prefetch: none, next-layer, from:RUN_DIR (needs tracing)
 };
 
 struct ExperimentResult {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <numeric>
 #include <cstring>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -20,7 +21,7 @@ namespace tt {
 using nlohmann::json;
 
 nlohmann::json TraceOptions::to_json() const {
-  return {{"values", values}, {"check_finite", check_finite}, {"logit_top_k", logit_top_k}};
+  return {{"values", values}, {"check_finite", check_finite}, {"logit_top_k", logit_top_k}, {"io", io}};
 }
 
 json readout_stats(std::span<const float> v) {
@@ -195,6 +196,14 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   spans_.resize(n_threads_);
   for (auto& s : spans_) s.assign(n, Span{});
   if (wants_node_done()) stats_.assign(n, trace::ValueStats{});
+  if (options_.io) {
+    io_slots_.resize(n_threads_);
+    io_workers_.resize(n_threads_);
+    for (auto& w : io_workers_) w.assign(n, trace::IoWorker{});
+    io_ranges_.resize(n);
+    for (auto& r : io_ranges_) r.clear();
+  }
+  if (prefetcher_) prefetcher_->on_graph_ready(g, step_);
 
   const std::string key = graph_key(g);
   auto it = graph_ids_.find(key);
@@ -218,6 +227,36 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
 
 void Tracer::on_span(int thread, int node, uint64_t start_ns, uint64_t end_ns) {
   spans_[thread][node] = {start_ns, end_ns};
+  if (options_.io && !op_is_view(graph_->nodes()[node].op)) {
+    IoSlot& s = io_slots_[thread];
+    const ThreadIoCounters e = read_thread_io(s.proc_fd);
+    io_workers_[thread][node] = {static_cast<uint16_t>(thread), e.major_faults - s.begin.major_faults,
+                                 e.minor_faults - s.begin.minor_faults, e.read_bytes - s.begin.read_bytes};
+  }
+}
+
+void Tracer::on_node_begin(int node, const Node& n) {
+  if (options_.io) {
+    const uint8_t* base = model_.file->bytes().data();
+    auto& ranges = io_ranges_[node];
+    for (const ByteRange& r : n.reads)
+      if (r.pool == Pool::MODEL_FILE && r.length) {
+        const Residency res = residency(base, r.offset, r.length, mincore_buf_);
+        ranges.push_back({r.offset, r.length, res.pages, res.nonresident});
+      }
+  }
+  if (prefetcher_) prefetcher_->on_node_begin(node);
+}
+
+void Tracer::on_worker_begin(int thread, int node) {
+  if (!options_.io) return;
+  IoSlot& s = io_slots_[thread];
+  s.begin = read_thread_io(s.proc_fd);
+}
+
+Tracer::~Tracer() {
+  for (IoSlot& s : io_slots_)
+    if (s.proc_fd >= 0) ::close(s.proc_fd);
 }
 
 void Tracer::on_node_done(int node, const Node& n) {
@@ -295,6 +334,17 @@ void Tracer::write_step_ops(const StepOutcome& o) {
     r.has_stats = !stats_.empty() && !op_is_view(n.op);
     if (r.has_stats) r.stats = stats_[i];
     writer_.op(r);
+    if (options_.io && !io_ranges_[i].empty()) {
+      trace::IoRecord& io = io_record_;
+      io.step = r.step;
+      io.node = r.node;
+      io.page_bytes = static_cast<uint32_t>(page_bytes());
+      io.ranges = io_ranges_[i];
+      io.workers.clear();
+      for (int t = 0; t < n_threads_; ++t)
+        if (spans_[t][i].start || spans_[t][i].end) io.workers.push_back(io_workers_[t][i]);
+      writer_.io(io);
+    }
   }
   // Buffer timeline: allocations when their node starts, frees when it ends.
   uint64_t live = 0, peak = 0;

@@ -16,6 +16,7 @@
 #include "model/generate.h"
 #include "trace/records.h"
 #include "trace/run_dir.h"
+#include "trace/io_probe.h"
 #include "trace/trace_file.h"
 
 namespace tt {
@@ -26,6 +27,7 @@ struct TraceOptions {
   bool values = false;        // --trace-values: statistics and hash of every op's output
   bool check_finite = false;  // --check-finite: stop at the first NaN/Inf
   int logit_top_k = 10;       // tokens in each step's logit landscape
+  bool io = false;            // --io-trace: page-cache residency before each op, faults and storage reads during it
   nlohmann::json to_json() const;
 };
 
@@ -42,6 +44,12 @@ class Tracer : public GenerateObserver {
   bool wants_node_done() const override { return options_.values || options_.check_finite; }
   void on_node_done(int node, const Node& n) override;
   void on_step_end(const StepOutcome& outcome) override;
+  bool wants_node_begin() const override { return options_.io || prefetcher_ != nullptr; }
+  void on_node_begin(int node, const Node& n) override;
+  void on_worker_begin(int thread, int node) override;
+  // --prefetch: the prefetcher is told about each graph and each node start (not owned).
+  void set_prefetcher(Prefetcher* p) { prefetcher_ = p; }
+  ~Tracer() override;
 
   // Records the runtime buffers that exist before the first step (KV cache layers...).
   void record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes);
@@ -93,6 +101,18 @@ class Tracer : public GenerateObserver {
   uint64_t arena_bytes_ = 0, scratch_bytes_ = 0, static_bytes_ = 0;
   trace::OpRecord record_;  // reused between ops
   std::optional<std::string> nonfinite_;  // first NaN/Inf seen with --check-finite
+
+  // --io-trace and --prefetch.
+  struct IoSlot {
+    int proc_fd = -1;
+    ThreadIoCounters begin;
+  };
+  Prefetcher* prefetcher_ = nullptr;
+  std::vector<IoSlot> io_slots_;                          // [thread]
+  std::vector<std::vector<trace::IoWorker>> io_workers_;  // [thread][node]
+  std::vector<std::vector<trace::IoRange>> io_ranges_;    // [node], measured on thread 0
+  std::vector<unsigned char> mincore_buf_;
+  trace::IoRecord io_record_;  // reused between ops
 };
 
 }  // namespace tt
