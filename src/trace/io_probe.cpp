@@ -143,6 +143,19 @@ void Prefetcher::on_graph_ready(const Graph& g, int32_t step) {
       next = j;
     }
   }
+  move_triggers_off_views(g);
+}
+
+void Prefetcher::move_triggers_off_views(const Graph& g) {
+  // The executor does not announce views: a trigger on one moves to the next computed node.
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!op_is_view(nodes[i].op) || triggers_[i].empty()) continue;
+    size_t j = i + 1;
+    while (j < nodes.size() && op_is_view(nodes[j].op)) ++j;
+    if (j < nodes.size()) triggers_[j].insert(triggers_[j].begin(), triggers_[i].begin(), triggers_[i].end());
+    triggers_[i].clear();
+  }
 }
 
 void Prefetcher::on_node_begin(int node) {

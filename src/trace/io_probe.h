@@ -58,6 +58,7 @@ class Prefetcher {
 
  private:
   void enqueue(uint64_t offset, uint64_t length);
+  void move_triggers_off_views(const Graph& g);
   void worker();
 
   int fd_;
