@@ -1,8 +1,10 @@
 // AVX-512 (F/BW/VL/DQ) + VNNI kernels (this file is compiled with the matching -m flags). The quantized dot
 // products are the shared 256-bit kernels with VNNI dot instructions; the float ones use 512-bit vectors.
 // GCC 12 warns about _mm512_undefined_* inside its own intrinsic headers (a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #define TT_SIMD_NS avx512
 #define TT_SIMD_VNNI 1
 #include "quant/simd_x86.inc"

@@ -707,8 +707,11 @@ json ServedRun::heatmap(const Params& p) const {
   for (Track* t : {&kv, &act}) {
     const double tw = static_cast<double>(std::max<uint64_t>(t->size, 1)) / static_cast<double>(tbins);
     json segs = json::array();
-    for (auto [id, base] : t->base) {
-      auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const Buffer& b) { return b.id == id; });
+    for (const auto& entry : t->base) {
+      const auto id = entry.first;
+      const auto base = entry.second;
+      auto it = std::find_if(buffers_.begin(), buffers_.end(), [id](const Buffer& b) { return b.id == id; });
+      if (it == buffers_.end()) continue;  // bases are built from buffers_, so this cannot happen
       segs.push_back({{"buffer_id", id}, {"name", it->name}, {"pool", pool_name(it->pool)}, {"start", base}, {"end", base + it->size}});
     }
     tracks.push_back({{"name", t->name}, {"size", t->size}, {"bins", tbins}, {"segments", segs},

@@ -80,7 +80,6 @@ class Tracer : public GenerateObserver {
   int n_threads_;
   uint64_t t0_;
   trace::TraceWriter writer_;
-  std::ofstream* steps_file_ = nullptr;
   std::unique_ptr<std::ofstream> steps_stream_;
 
   // Current step.
