@@ -24,19 +24,22 @@ namespace {
 constexpr float kLogitTolerance = 0.05f;
 constexpr float kTieGap = 0.05f;
 
-// Models whose kernels do not yet reproduce llama.cpp's float order on this machine (its repacked Q4_0 / IQ4_NL /
-// Q4_K / Q2_K gemv-gemm, the Q6_K and Q3_K dot-product order, BF16's dpbf16 path, qwen2's biased NeoX path): the
-// random-weight models amplify last-bit differences, so they miss the 0.05 bar. Until those paths are ported
-// (docs/engine.md, "Agreement with llama.cpp") each is held to its measured deviation — a ratchet: numbers here
-// only ever shrink, and a model leaves the list when it meets the bar. Every other model meets the full bar.
-const std::map<std::string, float> kKnownGaps = {
-    {"TinyLLama-v0.Q4_0", 0.20f},     {"synth-llama-512.Q4_K_M", 0.75f}, {"synth-llama-768.Q4_K_M", 1.10f},
-    {"synth-mini-256.BF16", 0.10f},   {"synth-mini-256.Q2_K", 0.45f},    {"synth-qwen2-256.Q8_0", 0.31f},
+// The one known departure from the bar, held to its measured deviation (a ratchet: the number only shrinks, and
+// the entry goes when the cause is found): TinyLLama-v0.Q4_0 on prompt 3 ("Lily and Tom went to the park...")
+// differs from the first step on (first-step 0.072, teacher-forced top-5 0.098), while its six other prompts and
+// every other model match llama.cpp bit for bit or within the bar. The cause is a rare data-dependent rounding
+// event in the 13-token batch, not yet located (docs/engine.md, "Agreement with llama.cpp").
+struct KnownGap {
+  const char* model;
+  int prompt;
+  float ceiling;
 };
+constexpr KnownGap kKnownGaps[] = {{"TinyLLama-v0.Q4_0", 3, 0.10f}};
 
-float tolerance_for(const std::string& model) {
-  auto it = kKnownGaps.find(model);
-  return it == kKnownGaps.end() ? kLogitTolerance : it->second;
+float tolerance_for(const std::string& model, int prompt) {
+  for (const KnownGap& g : kKnownGaps)
+    if (model == g.model && prompt == g.prompt) return g.ceiling;
+  return kLogitTolerance;
 }
 
 class EngineReference : public ::testing::TestWithParam<std::string> {};
@@ -46,12 +49,14 @@ TEST_P(EngineReference, MatchesLlamaCpp) {
   const std::string model_name = GetParam();
   auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
   Engine engine(*model, {1024, 2, GgmlType::F16});
-  const float tolerance = tolerance_for(model_name);
-  const bool strict = tolerance == kLogitTolerance;
-  if (!strict) std::printf("%s: KNOWN GAP, held to |diff| <= %.2f instead of %.2f\n", model_name.c_str(), tolerance, kLogitTolerance);
   float worst_first = 0, worst_top5 = 0;
   for (const test::GreedyCase& c : test::load_greedy_cases(model_name)) {
     SCOPED_TRACE("prompt " + std::to_string(c.index) + ": '" + c.prompt + "'");
+    const float tolerance = tolerance_for(model_name, c.index);
+    const bool strict = tolerance == kLogitTolerance;
+    if (!strict)
+      std::printf("%s prompt %d: KNOWN GAP, held to |diff| <= %.2f instead of %.2f\n", model_name.c_str(), c.index,
+                  tolerance, kLogitTolerance);
     engine.reset();
     std::span<const float> logits = engine.eval(c.prompt_tokens);
 
@@ -101,8 +106,6 @@ TEST_P(EngineReference, MatchesLlamaCpp) {
 TEST_P(EngineReference, FreeRunningGreedy) {
   TT_REQUIRE_SHARED();
   const std::string model_name = GetParam();
-  if (kKnownGaps.count(model_name))
-    GTEST_SKIP() << model_name << ": known gap (see kKnownGaps); greedy agreement is not claimed for it yet";
   auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
   Engine engine(*model, {1024, 2, GgmlType::F16});
   for (const test::GreedyCase& c : test::load_greedy_cases(model_name)) {

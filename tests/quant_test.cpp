@@ -3,6 +3,7 @@
 #include "quant/quant.h"
 
 #include <gtest/gtest.h>
+#include <immintrin.h>
 
 #include <bit>
 #include <cmath>
@@ -337,6 +338,86 @@ TEST(QuantVecDot, FastMatchesReferenceWithinRounding) {
     }
   }
   EXPECT_GT(cases, 0);
+}
+
+// The llama.cpp-order kernels chosen per token (repack gemv/gemm, BF16 tinyBLAS / vec_dot) compute the same dot
+// product as the reference, in another float order: within rounding of it.
+TEST(QuantVecDot, BatchedKernelsMatchReferenceWithinRounding) {
+  Rng rng;
+  constexpr double kRelTol = 1e-5;
+  int cases = 0;
+  for (G t : {G::Q4_0, G::IQ4_NL, G::Q4_K, G::Q2_K, G::BF16}) {
+    const QuantKernels* k = find_kernels(t);
+    const VecDotFn impls[] = {ref::repack_dot_q4_0,  ref::repack_dot_iq4_nl, ref::repack_gemv_q4_k,
+                              ref::repack_gemm_q4_k, ref::repack_gemv_q2_k,  ref::repack_gemm_q2_k,
+                              ref::vec_dot_bf16_avx512bf16, ref::dot_bf16_tinyblas};
+    const std::vector<int> mine = t == G::Q4_0     ? std::vector<int>{0}
+                                  : t == G::IQ4_NL ? std::vector<int>{1}
+                                  : t == G::Q4_K   ? std::vector<int>{2, 3}
+                                  : t == G::Q2_K   ? std::vector<int>{4, 5}
+                                                   : std::vector<int>{6, 7};
+    for (int64_t n : {256, 512, 1536}) {
+      const auto x = random_weights(t, n, rng, false);
+      const auto y = random_activations(k->vec_dot_type, n, rng, false);
+      const double tol = kRelTol * abs_dot(dequantize(t, x, n), dequantize(k->vec_dot_type, y, n)) + 1e-30;
+      float want = 0;
+      k->vec_dot_ref(n, &want, x.data(), y.data());
+      for (int i : mine) {
+        float got = 0;
+        impls[i](n, &got, x.data(), y.data());
+        EXPECT_NEAR(got, want, tol) << type_name(t) << " kernel " << i << " n=" << n;
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 3 * 8);
+}
+
+// Which kernel each token of a batch gets: repack groups of 4 (remainder single), tinyBLAS the whole batch.
+TEST(QuantVecDot, BatchedKernelsPerToken) {
+  const BatchedKernels repack{BatchedKernels::Grouping::kGroupsOf4, ref::repack_gemv_q4_k, ref::repack_gemm_q4_k,
+                              [](int64_t, int64_t) { return true; }};
+  EXPECT_EQ(repack.for_token(0, 1), repack.single);
+  for (int64_t t = 0; t < 3; ++t) EXPECT_EQ(repack.for_token(t, 3), repack.single);
+  for (int64_t t = 0; t < 12; ++t) EXPECT_EQ(repack.for_token(t, 13), repack.batch) << t;
+  EXPECT_EQ(repack.for_token(12, 13), repack.single);
+  const BatchedKernels whole{BatchedKernels::Grouping::kWholeBatch, ref::vec_dot_bf16_avx512bf16,
+                             ref::dot_bf16_tinyblas, [](int64_t, int64_t) { return true; }};
+  EXPECT_EQ(whole.for_token(0, 1), whole.single);
+  for (int64_t t = 0; t < 5; ++t) EXPECT_EQ(whole.for_token(t, 5), whole.batch);
+  // Shapes llama.cpp does not repack (rows not a multiple of 8) keep the type's vec_dot.
+  EXPECT_EQ(find_batched(G::Q4_K, 256, 12), nullptr);
+  EXPECT_EQ(find_batched(G::Q8_0, 256, 256), nullptr);
+}
+
+// The scalar VDPBF16PS emulation against the instruction itself, where the CPU has it.
+__attribute__((target("avx512f,avx512bf16"))) float dpbf16_hardware(const uint16_t* x, const uint16_t* y, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 32) {
+    const __m512i a = _mm512_loadu_si512(x + i), b = _mm512_loadu_si512(y + i);
+    acc = _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+TEST(QuantVecDot, Bf16EmulationMatchesVdpbf16ps) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  Rng rng;
+  for (int rep = 0; rep < 200; ++rep) {
+    const int64_t n = 32 * rng.integer(1, 48);
+    std::vector<uint16_t> x(n), y(n);
+    for (int64_t i = 0; i < n; ++i) {
+      // Wide exponents, including denormals and values that cancel, so rounding order and flushing show.
+      x[i] = fp32_to_bf16(std::ldexp(rng.normal(), rng.integer(-135, 40)));
+      y[i] = fp32_to_bf16(rng.integer(0, 9) == 0 ? 0x1p-130f : std::ldexp(rng.normal(), rng.integer(-20, 20)));
+    }
+    float emulated = 0;
+    ref::dot_bf16_tinyblas(n, &emulated, x.data(), y.data());
+    const float hardware = dpbf16_hardware(x.data(), y.data(), n);
+    ASSERT_EQ(std::bit_cast<uint32_t>(emulated), std::bit_cast<uint32_t>(hardware))
+        << "n=" << n << " emulated " << emulated << " hardware " << hardware;
+  }
 }
 
 TEST(QuantVecDot, RowsHelperMatchesSingleDots) {

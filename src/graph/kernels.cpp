@@ -98,16 +98,11 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   }
   const uint64_t w_row = w.row_size();
   Range rows = split(N, ctx.ith, ctx.nth);
-  // Weights llama.cpp repacks are multiplied with its repack kernels' summation orders: "gemm" for the tokens
-  // in groups of 4, "gemv" for the rest (see find_repack).
-  const RepackKernels* rp = N % 8 == 0 ? find_repack(w.type) : nullptr;
-  const int64_t m_gemm = rp != nullptr && M > 3 ? M - M % 4 : 0;
-  auto dot_for = [&](int64_t t) -> VecDotFn {
-    if (rp == nullptr) return k->vec_dot;
-    return t < m_gemm ? rp->gemm : rp->gemv;
-  };
+  // Weights llama.cpp multiplies with other kernels than vec_dot get the same kernel per token (see BatchedKernels).
+  const BatchedKernels* batched = find_batched(w.type, K, N);
+  auto dot_for = [&](int64_t t) -> VecDotFn { return batched == nullptr ? k->vec_dot : batched->for_token(t, M); };
   if (M == 1) {
-    if (rp == nullptr) {
+    if (batched == nullptr) {
       vec_dot_rows(*k, K, rows.end - rows.begin, out.as<float>() + rows.begin, w.data + rows.begin * w_row, w_row, y);
     } else {
       const VecDotFn dot = dot_for(0);
@@ -123,7 +118,7 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
     for (int64_t r0 = rows.begin; r0 < rows.end; r0 += kRowTile) {
       const int64_t nr = std::min(kRowTile, rows.end - r0);
       for (int64_t t = t0; t < t1; ++t) {
-        if (rp == nullptr) {
+        if (batched == nullptr) {
           vec_dot_rows(*k, K, nr, tmp, w.data + r0 * w_row, w_row, y + t * y_row);
         } else {
           const VecDotFn dot = dot_for(t);
@@ -195,28 +190,14 @@ void load_row(const uint8_t* src, GgmlType type, float* dst, int64_t n) {
     std::memcpy(dst, src, n * sizeof(float));
 }
 
-// ggml_vec_dot_f16 on AVX-512 (values already f16-exact, here as f32): 64-element steps in four 16-lane FMA
-// accumulators, reduced (a0+a2)+(a1+a3) then _mm512_reduce_add_ps's tree; the tail (all of it when n < 64)
-// summed in double, one float product at a time.
+// K.Q as llama.cpp's flash attention computes it (values already f16-exact, here as f32): every product rounded
+// to float, summed in double. Measured, not assumed: llama.cpp's AVX-512 ggml_vec_dot_f16 would sum 64-element
+// steps in four 16-lane accumulators, but only this order reproduces the reference logits bit for bit for the
+// head_dim-64 models (synth-llama-512/768, synth-qwen2), whose head_dim is the first to reach that SIMD path.
 float dot_f16_like_ggml(const float* x, const float* y, int64_t n) {
-  const int64_t np = n & ~int64_t{63};
-  double sumf = 0.0;
-  if (np > 0) {
-    float acc[4][16] = {};
-    for (int64_t i = 0; i < np; i += 64)
-      for (int j = 0; j < 4; ++j)
-        for (int l = 0; l < 16; ++l) acc[j][l] = std::fma(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
-    float v[16];
-    for (int l = 0; l < 16; ++l) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-    // _mm512_reduce_add_ps (GCC): 256-bit halves, 128-bit halves, then lanes {0,1}+{2,3}, then [0]+[1].
-    float h8[8], h4[4];
-    for (int l = 0; l < 8; ++l) h8[l] = v[8 + l] + v[l];
-    for (int l = 0; l < 4; ++l) h4[l] = h8[4 + l] + h8[l];
-    const float a0 = h4[0] + h4[2], a1 = h4[1] + h4[3];
-    sumf = static_cast<double>(a0 + a1);
-  }
-  for (int64_t i = np; i < n; ++i) sumf += static_cast<double>(x[i] * y[i]);
-  return static_cast<float>(sumf);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * y[i]);
+  return static_cast<float>(sum);
 }
 
 // Attention streamed over the cache with an online softmax (as ggml's flash-attention CPU kernel): for every

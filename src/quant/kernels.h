@@ -13,6 +13,9 @@ namespace ref {
 TT_VEC_DOT_DECL(vec_dot_f32);
 TT_VEC_DOT_DECL(vec_dot_f16);
 TT_VEC_DOT_DECL(vec_dot_bf16);
+// llama.cpp's BF16 orders on AVX512-BF16 machines (VDPBF16PS): ggml_vec_dot_bf16 and tinyBLAS (n % 32 == 0).
+TT_VEC_DOT_DECL(vec_dot_bf16_avx512bf16);
+TT_VEC_DOT_DECL(dot_bf16_tinyblas);
 TT_VEC_DOT_DECL(vec_dot_q4_0);
 TT_VEC_DOT_DECL(vec_dot_q4_1);
 TT_VEC_DOT_DECL(vec_dot_q5_0);
@@ -67,6 +70,8 @@ TT_VEC_DOT_DECL(repack_dot_q4_0);  // gemv and gemm
 TT_VEC_DOT_DECL(repack_dot_iq4_nl);
 TT_VEC_DOT_DECL(repack_gemv_q4_k);
 TT_VEC_DOT_DECL(repack_gemm_q4_k);
+TT_VEC_DOT_DECL(repack_gemv_q2_k);
+TT_VEC_DOT_DECL(repack_gemm_q2_k);
 }  // namespace ref
 
 // Fast paths, one namespace per instruction set (files *_avx2.cpp / *_avx512.cpp). Every function here has the

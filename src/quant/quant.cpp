@@ -45,6 +45,11 @@ Isa isa() {
   return chosen;
 }
 
+bool has_avx512_bf16() {
+  static const bool has = isa() == Isa::kAvx512Vnni && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
 // Fast function of one ISA namespace for the given reference, by name.
 #define TT_FAST_TABLE(ns)                                                                                             \
   FastSet {                                                                                                           \
@@ -100,7 +105,9 @@ const Table& table() {
     auto add = [&](QuantKernels k) { t.entries[t.count++] = k; };
     add({G::F32, G::F32, ref::dequantize_f32, ref::quantize_f32, ref::vec_dot_f32, f.f32});
     add({G::F16, G::F16, ref::dequantize_f16, ref::quantize_f16, ref::vec_dot_f16, f.f16});
-    add({G::BF16, G::BF16, ref::dequantize_bf16, ref::quantize_bf16, ref::vec_dot_bf16, ref::vec_dot_bf16});
+    // BF16 follows llama.cpp's VDPBF16PS order where the CPU has that instruction (what the reference ran on).
+    const auto bf16_dot = has_avx512_bf16() ? ref::vec_dot_bf16_avx512bf16 : ref::vec_dot_bf16;
+    add({G::BF16, G::BF16, ref::dequantize_bf16, ref::quantize_bf16, ref::vec_dot_bf16, bf16_dot});
     add({G::Q4_0, G::Q8_0, ref::dequantize_q4_0, ref::quantize_q4_0, ref::vec_dot_q4_0, f.q4_0});
     add({G::Q4_1, G::Q8_1, ref::dequantize_q4_1, ref::quantize_q4_1, ref::vec_dot_q4_1, f.q4_1});
     add({G::Q5_0, G::Q8_0, ref::dequantize_q5_0, ref::quantize_q5_0, ref::vec_dot_q5_0, f.q5_0});
@@ -130,20 +137,38 @@ const QuantKernels* find_kernels(GgmlType type) {
   return nullptr;
 }
 
-const RepackKernels* find_repack(GgmlType type) {
-  static const RepackKernels q4_0{ref::repack_dot_q4_0, ref::repack_dot_q4_0};
-  static const RepackKernels iq4_nl{ref::repack_dot_iq4_nl, ref::repack_dot_iq4_nl};
-  static const RepackKernels q4_k{ref::repack_gemv_q4_k, ref::repack_gemm_q4_k};
+const BatchedKernels* find_batched(GgmlType type, int64_t K, int64_t N) {
+  using Grouping = BatchedKernels::Grouping;
+  // Repacking needs whole groups of 8 rows; tinyBLAS needs K in whole 32-element steps and N in groups of 4.
+  auto rows_of_8 = [](int64_t, int64_t n) { return n % 8 == 0; };
+  auto tinyblas_bf16 = [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; };
+  static const BatchedKernels q4_0{Grouping::kGroupsOf4, ref::repack_dot_q4_0, ref::repack_dot_q4_0, rows_of_8};
+  static const BatchedKernels iq4_nl{Grouping::kGroupsOf4, ref::repack_dot_iq4_nl, ref::repack_dot_iq4_nl, rows_of_8};
+  static const BatchedKernels q4_k{Grouping::kGroupsOf4, ref::repack_gemv_q4_k, ref::repack_gemm_q4_k, rows_of_8};
+  static const BatchedKernels q2_k{Grouping::kGroupsOf4, ref::repack_gemv_q2_k, ref::repack_gemm_q2_k, rows_of_8};
+  static const BatchedKernels bf16{Grouping::kWholeBatch, ref::vec_dot_bf16_avx512bf16, ref::dot_bf16_tinyblas,
+                                   tinyblas_bf16};
+  const BatchedKernels* k = nullptr;
   switch (type) {
     case GgmlType::Q4_0:
-      return &q4_0;
+      k = &q4_0;
+      break;
     case GgmlType::IQ4_NL:
-      return &iq4_nl;
+      k = &iq4_nl;
+      break;
     case GgmlType::Q4_K:
-      return &q4_k;
+      k = &q4_k;
+      break;
+    case GgmlType::Q2_K:  // repacked only where llama.cpp has its AVX-512 kernels
+      k = isa() == Isa::kAvx512Vnni ? &q2_k : nullptr;
+      break;
+    case GgmlType::BF16:
+      k = has_avx512_bf16() ? &bf16 : nullptr;
+      break;
     default:
-      return nullptr;
+      break;
   }
+  return k != nullptr && k->applies(K, N) ? k : nullptr;
 }
 
 const char* kernel_isa() {

@@ -48,15 +48,29 @@ void quantize_activations(GgmlType type, const float* src, void* dst, int64_t n)
 
 // results[r] = dot(weight row r, y) for r in [0, nrows): weight rows of `k.type` start x_row_bytes apart, y is
 // one row of k.vec_dot_type; n elements each. Same values as calling k.vec_dot per row.
-// llama.cpp on x86 (AVX2 / AVX-512, the reference machine) stores weights of some types with 8 rows interleaved
-// ("repack") when their row count is a multiple of 8, and multiplies them with kernels of their own, whose float
-// summation order differs from vec_dot, for every batch size: of M tokens, the first M - M % 4 go through `gemm`
-// (4 tokens at a time) when M > 3, the others through `gemv`. Null when the type is not repacked.
-struct RepackKernels {
-  VecDotFn gemv;
-  VecDotFn gemm;
+// The dot product each token of a matrix product uses. llama.cpp on x86 (AVX2 / AVX-512, the reference machine)
+// does not multiply every weight type with its vec_dot: it stores Q4_0, IQ4_NL and Q4_K weights with 8 rows
+// interleaved ("repack") and multiplies them with kernels of their own for every batch size, and it sends batches
+// of BF16 through tinyBLAS. Their float summation orders differ from vec_dot, so reproducing its logits means
+// choosing per token the kernel llama.cpp would have run:
+//   - kGroupsOf4 (repack): of M tokens, the first M - M % 4 go through `batch` when M > 3, the rest through `single`;
+//   - kWholeBatch (tinyBLAS): every token through `batch` when M > 1, a lone token through `single`.
+// `applies` says whether llama.cpp takes the path for a weight of K columns and N rows.
+struct BatchedKernels {
+  enum class Grouping { kGroupsOf4, kWholeBatch };
+  Grouping grouping;
+  VecDotFn single;
+  VecDotFn batch;
+  bool (*applies)(int64_t K, int64_t N);
+
+  VecDotFn for_token(int64_t t, int64_t M) const {
+    if (M == 1) return single;
+    if (grouping == Grouping::kWholeBatch) return batch;
+    return M > 3 && t < M - M % 4 ? batch : single;
+  }
 };
-const RepackKernels* find_repack(GgmlType type);
+// Null when llama.cpp multiplies this weight with the type's vec_dot for every token.
+const BatchedKernels* find_batched(GgmlType type, int64_t K, int64_t N);
 
 void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* results, const void* x, uint64_t x_row_bytes,
                   const void* y);

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
+#include "core/error.h"
+#include "quant/x86_reduce.h"
 
 namespace tt::ref {
 namespace {
@@ -272,6 +275,45 @@ void vec_dot_bf16(int64_t n, float* result, const void* vx, const void* vy) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
   *result = static_cast<float>(sum);
+}
+
+// BF16 as llama.cpp computes it on AVX512-BF16 machines, with VDPBF16PS: per 16 lanes, += odd product then +=
+// even product, each rounded, denormal inputs read as zero and denormal sums flushed to zero.
+namespace {
+float bf16_daz(uint16_t h) { return (h & 0x7F80u) == 0 ? 0.0f : bf16_to_fp32(h); }
+float ftz(float v) { return std::fabs(v) < std::numeric_limits<float>::min() ? 0.0f * v : v; }
+void dpbf16(float* acc, const uint16_t* x, const uint16_t* y) {
+  for (int l = 0; l < 16; ++l) {
+    acc[l] = ftz(acc[l] + bf16_daz(x[2 * l + 1]) * bf16_daz(y[2 * l + 1]));
+    acc[l] = ftz(acc[l] + bf16_daz(x[2 * l]) * bf16_daz(y[2 * l]));
+  }
+}
+}  // namespace
+
+// ggml_vec_dot_bf16: two accumulators over 64-element steps, each reduced into a double; the tail in double.
+void vec_dot_bf16_avx512bf16(int64_t n, float* result, const void* vx, const void* vy) {
+  const uint16_t* x = static_cast<const uint16_t*>(vx);
+  const uint16_t* y = static_cast<const uint16_t*>(vy);
+  float c1[16] = {}, c2[16] = {};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    dpbf16(c1, x + i, y + i);
+    dpbf16(c2, x + i + 32, y + i + 32);
+  }
+  double sum = static_cast<double>(reduce_add_16_x86(c1));
+  sum += static_cast<double>(reduce_add_16_x86(c2));
+  for (; i < n; ++i) sum += static_cast<double>(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
+  *result = static_cast<float>(sum);
+}
+
+// tinyBLAS (llamafile sgemm), what batches of tokens take: one accumulator over 32-element steps, one reduction.
+void dot_bf16_tinyblas(int64_t n, float* result, const void* vx, const void* vy) {
+  TT_CHECK(n % 32 == 0, "dot_bf16_tinyblas: n = {} is not a multiple of 32", n);
+  const uint16_t* x = static_cast<const uint16_t*>(vx);
+  const uint16_t* y = static_cast<const uint16_t*>(vy);
+  float acc[16] = {};
+  for (int64_t i = 0; i < n; i += 32) dpbf16(acc, x + i, y + i);
+  *result = reduce_add_16_x86(acc);
 }
 
 // ================================ 32-element blocks

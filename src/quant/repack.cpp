@@ -7,7 +7,9 @@
 //     per (row, token);
 //   - Q4_K gemv: per super-block, acc = fma(float(sum_j sc_j * dot_j), d_w * d_a, acc) and
 //     acc_min = fma(float(sum_j m_j * bsum_j), dmin_w * d_a, acc_min); result acc - acc_min;
-//   - Q4_K gemm: the same, but one FMA per pair of 32-element sub-blocks (64 elements).
+//   - Q4_K gemm: the same, but one FMA per pair of 32-element sub-blocks (64 elements);
+//   - Q2_K (AVX-512 only): gemv one FMA per super-block, gemm one per half super-block (128 elements), each for
+//     acc (scales) and acc_min (mins); result acc - acc_min.
 #include <cmath>
 #include <cstdint>
 
@@ -93,7 +95,35 @@ void repack_q4_k(int64_t n, float* result, const void* vx, const void* vy) {
   *result = acc - acc_min;
 }
 
+// Q2_K: kPerStep 16-element sub-blocks per FMA step (16 for gemv, 8 for gemm).
+template <int kPerStep>
+void repack_q2_k(int64_t n, float* result, const void* vx, const void* vy) {
+  const BlockQ2_K* x = static_cast<const BlockQ2_K*>(vx);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = h2f(x[i].d) * y[i].d;
+    const float dmin = h2f(x[i].dmin) * y[i].d;
+    for (int g0 = 0; g0 < 16; g0 += kPerStep) {
+      int isum = 0, imin = 0;
+      for (int g = g0; g < g0 + kPerStep; ++g) {  // sub-block g: elements 16g..16g+15
+        const int half = g / 8, shift = 2 * ((g % 8) / 2), off = (g % 2) * 16;
+        int dot = 0;
+        for (int l = 0; l < 16; ++l) dot += y[i].qs[16 * g + l] * ((x[i].qs[32 * half + off + l] >> shift) & 3);
+        isum += (x[i].scales[g] & 0xF) * dot;
+        imin += (x[i].scales[g] >> 4) * y[i].bsums[g];
+      }
+      acc = std::fma(static_cast<float>(isum), d, acc);
+      acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
+    }
+  }
+  *result = acc - acc_min;
+}
+
 }  // namespace
+
+void repack_gemv_q2_k(int64_t n, float* r, const void* x, const void* y) { repack_q2_k<16>(n, r, x, y); }
+void repack_gemm_q2_k(int64_t n, float* r, const void* x, const void* y) { repack_q2_k<8>(n, r, x, y); }
 
 void repack_dot_q4_0(int64_t n, float* r, const void* x, const void* y) {
   repack_b32<BlockQ4_0, dot32_q4_0>(n, r, x, y);
