@@ -373,6 +373,44 @@ TEST(QuantVecDot, BatchedKernelsMatchReferenceWithinRounding) {
   EXPECT_EQ(cases, 3 * 8);
 }
 
+// The SIMD repack kernels do the integer work in vectors but the float steps one by one as the reference does:
+// bit-identical results.
+TEST(QuantVecDot, FastRepackKernelsEqualReferenceExactly) {
+  Rng rng;
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  struct Case {
+    G type;
+    VecDotFn ref, fast2, fast512;
+  };
+  const Case cases[] = {
+      {G::Q4_0, ref::repack_dot_q4_0, avx2::repack_dot_q4_0, avx512::repack_dot_q4_0},
+      {G::IQ4_NL, ref::repack_dot_iq4_nl, avx2::repack_dot_iq4_nl, avx512::repack_dot_iq4_nl},
+      {G::Q4_K, ref::repack_gemv_q4_k, avx2::repack_gemv_q4_k, avx512::repack_gemv_q4_k},
+      {G::Q4_K, ref::repack_gemm_q4_k, avx2::repack_gemm_q4_k, avx512::repack_gemm_q4_k},
+  };
+  for (const Case& c : cases) {
+    const QuantKernels* k = find_kernels(c.type);
+    for (int64_t n : {256, 768, 2048}) {
+      for (int rep = 0; rep < 4; ++rep) {
+        const auto x = random_weights(c.type, n, rng, false);
+        const auto y = random_activations(k->vec_dot_type, n, rng, false);
+        float want = 0, got = 0;
+        c.ref(n, &want, x.data(), y.data());
+        c.fast2(n, &got, x.data(), y.data());
+        EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << type_name(c.type) << " avx2 n=" << n;
+        if (avx512) {
+          c.fast512(n, &got, x.data(), y.data());
+          EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+              << type_name(c.type) << " avx512 n=" << n;
+        }
+      }
+    }
+  }
+}
+
 // Which kernel each token of a batch gets: repack groups of 4 (remainder single), tinyBLAS the whole batch.
 TEST(QuantVecDot, BatchedKernelsPerToken) {
   const BatchedKernels repack{BatchedKernels::Grouping::kGroupsOf4, ref::repack_gemv_q4_k, ref::repack_gemm_q4_k,

@@ -94,7 +94,11 @@ TT_VEC_DOT_DECL(repack_gemm_q2_k);
   void quantize_q8_0_x86(const float* src, void* dst, int64_t n);    \
   void quantize_q8_1_x86(const float* src, void* dst, int64_t n);    \
   void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n); \
-  void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n)
+  void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);  \
+  TT_VEC_DOT_DECL(repack_dot_q4_0);                                  \
+  TT_VEC_DOT_DECL(repack_dot_iq4_nl);                                \
+  TT_VEC_DOT_DECL(repack_gemv_q4_k);                                 \
+  TT_VEC_DOT_DECL(repack_gemm_q4_k)
 
 namespace avx2 {
 TT_FAST_KERNELS_DECL;

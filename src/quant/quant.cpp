@@ -56,7 +56,8 @@ bool has_avx512_bf16() {
     ns::vec_dot_f32, ns::vec_dot_f16, ns::vec_dot_q4_0, ns::vec_dot_q4_1, ns::vec_dot_q5_0, ns::vec_dot_q5_1,         \
         ns::vec_dot_q8_0, ns::vec_dot_iq4_nl, ns::vec_dot_q2_k, ns::vec_dot_q3_k, ns::vec_dot_q4_k, ns::vec_dot_q5_k, \
         ns::vec_dot_q6_k, ns::vec_dot_iq4_xs, ns::quantize_q8_0_x86, ns::quantize_q8_1_x86, ns::fp16_to_fp32_row,     \
-        ns::fp32_to_fp16_row                                                                                          \
+        ns::fp32_to_fp16_row, ns::repack_dot_q4_0, ns::repack_dot_iq4_nl, ns::repack_gemv_q4_k,                      \
+        ns::repack_gemm_q4_k                                                                                          \
   }
 
 struct FastSet {
@@ -64,6 +65,7 @@ struct FastSet {
   QuantizeRowFn q8_0_act, q8_1_act;
   void (*h2f_row)(const uint16_t*, float*, int64_t);
   void (*f2h_row)(const float*, uint16_t*, int64_t);
+  VecDotFn repack_q4_0, repack_iq4_nl, repack_gemv_q4_k, repack_gemm_q4_k;
 };
 
 void scalar_h2f_row(const uint16_t* src, float* dst, int64_t n) {
@@ -87,7 +89,8 @@ const FastSet& fast() {
                    ref::vec_dot_q5_0, ref::vec_dot_q5_1,   ref::vec_dot_q8_0,      ref::vec_dot_iq4_nl,
                    ref::vec_dot_q2_k, ref::vec_dot_q3_k,   ref::vec_dot_q4_k,      ref::vec_dot_q5_k,
                    ref::vec_dot_q6_k, ref::vec_dot_iq4_xs, ref::quantize_q8_0_x86, ref::quantize_q8_1_x86,
-                   scalar_h2f_row,    scalar_f2h_row};
+                   scalar_h2f_row,    scalar_f2h_row,      ref::repack_dot_q4_0,   ref::repack_dot_iq4_nl,
+                   ref::repack_gemv_q4_k, ref::repack_gemm_q4_k};
   }();
   return set;
 }
@@ -142,9 +145,10 @@ const BatchedKernels* find_batched(GgmlType type, int64_t K, int64_t N) {
   // Repacking needs whole groups of 8 rows; tinyBLAS needs K in whole 32-element steps and N in groups of 4.
   auto rows_of_8 = [](int64_t, int64_t n) { return n % 8 == 0; };
   auto tinyblas_bf16 = [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; };
-  static const BatchedKernels q4_0{Grouping::kGroupsOf4, ref::repack_dot_q4_0, ref::repack_dot_q4_0, rows_of_8};
-  static const BatchedKernels iq4_nl{Grouping::kGroupsOf4, ref::repack_dot_iq4_nl, ref::repack_dot_iq4_nl, rows_of_8};
-  static const BatchedKernels q4_k{Grouping::kGroupsOf4, ref::repack_gemv_q4_k, ref::repack_gemm_q4_k, rows_of_8};
+  const FastSet& f = fast();
+  static const BatchedKernels q4_0{Grouping::kGroupsOf4, f.repack_q4_0, f.repack_q4_0, rows_of_8};
+  static const BatchedKernels iq4_nl{Grouping::kGroupsOf4, f.repack_iq4_nl, f.repack_iq4_nl, rows_of_8};
+  static const BatchedKernels q4_k{Grouping::kGroupsOf4, f.repack_gemv_q4_k, f.repack_gemm_q4_k, rows_of_8};
   static const BatchedKernels q2_k{Grouping::kGroupsOf4, ref::repack_gemv_q2_k, ref::repack_gemm_q2_k, rows_of_8};
   static const BatchedKernels bf16{Grouping::kWholeBatch, ref::vec_dot_bf16_avx512bf16, ref::dot_bf16_tinyblas,
                                    tinyblas_bf16};
