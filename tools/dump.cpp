@@ -6,17 +6,10 @@
 #include "core/error.h"
 #include "trace/trace_file.h"
 #include "tools/command.h"
+#include "core/shape.h"
 
 namespace tt::cli {
 namespace {
-
-std::string dims(const int64_t* ne) {
-  int n = 4;
-  while (n > 1 && ne[n - 1] == 1) --n;
-  std::string s = "[";
-  for (int d = 0; d < n; ++d) s += (d ? "," : "") + std::to_string(ne[d]);
-  return s + "]";
-}
 
 std::string range_string(const trace::RangeRecord& r) {
   std::string s = fmt::format("{}", pool_name(r.pool));
@@ -57,12 +50,12 @@ RegisterCommand reg("dump", "Print a run's trace records", 30, [](CLI::App& cmd)
       ++shown;
       std::string inputs;
       for (const trace::TensorRecord& in : o.inputs) {
-        inputs += fmt::format("{}{} {}", inputs.empty() ? "" : "; ", in.name, dims(in.ne));
+        inputs += fmt::format("{}{} {}", inputs.empty() ? "" : "; ", in.name, shape_text(in.ne, ","));
         for (const trace::RangeRecord& r : in.ranges) inputs += " " + range_string(r);
       }
       fmt::print("{:>4} {:>4} {:<8} {:>5} {:>3} {:<14} {:<28} {:>10.1f} {:>9.1f}  {} -> {} {}{}\n", o.step, o.node,
                  phase_name(o.phase), o.layer >= 0 ? std::to_string(o.layer) : "-", o.thread, op_name(o.op), o.name,
-                 o.start_ns / 1e3, (o.end_ns - o.start_ns) / 1e3, inputs, type_name(o.out.type), dims(o.out.ne),
+                 o.start_ns / 1e3, (o.end_ns - o.start_ns) / 1e3, inputs, type_name(o.out.type), shape_text(o.out.ne, ","),
                  o.has_stats ? fmt::format(" [min {:.4g} max {:.4g} mean {:.4g} nan {} inf {} hash {:016x}]",
                                            o.stats.min, o.stats.max, o.stats.mean, o.stats.nan_count,
                                            o.stats.inf_count, o.stats.hash)

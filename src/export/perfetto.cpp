@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "export/export.h"
 #include "trace/run_dir.h"
+#include "core/shape.h"
 
 namespace tt::exporter {
 
@@ -16,14 +17,6 @@ namespace {
 constexpr int kPid = 1;
 constexpr int kStepsTid = 0;
 int worker_tid(int worker) { return worker + 1; }
-
-std::string shape_string(const int64_t* ne) {
-  int n = 4;
-  while (n > 1 && ne[n - 1] == 1) --n;
-  std::string s = "[";
-  for (int d = 0; d < n; ++d) s += fmt::format("{}{}", d ? "," : "", ne[d]);
-  return s + "]";
-}
 
 // The args object of an op's slices (the same on every worker's slice).
 std::string op_args(const trace::OpRecord& o) {
@@ -54,7 +47,7 @@ std::string op_args(const trace::OpRecord& o) {
   if (kv_begin >= 0) s += fmt::format(",\"kv_positions\":[{},{}]", kv_begin, kv_end);
   s += ",\"inputs\":[" + inputs + "]";
   s += fmt::format(",\"output\":{{\"name\":{},\"shape\":{},\"type\":\"{}\",\"pool\":\"{}\",\"bytes\":{}}}",
-                   json_string(o.out.name), shape_string(o.out.ne), type_name(o.out.type), pool_name(o.out.pool),
+                   json_string(o.out.name), shape_text(o.out.ne, ","), type_name(o.out.type), pool_name(o.out.pool),
                    o.out.bytes);
   if (!o.fused.empty()) {
     std::string f;

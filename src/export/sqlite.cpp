@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "export/export.h"
+#include "core/shape.h"
 
 namespace tt::exporter {
 
@@ -134,14 +135,6 @@ class Insert {
   int col_ = 0;
 };
 
-std::string shape_text(const int64_t* ne) {
-  int n = 4;
-  while (n > 1 && ne[n - 1] == 1) --n;
-  std::string s = "[";
-  for (int d = 0; d < n; ++d) s += fmt::format("{}{}", d ? "," : "", ne[d]);
-  return s + "]";
-}
-
 void write_db(Db& db, const RunData& run, const Progress& progress) {
   db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
   db.exec("BEGIN");
@@ -238,7 +231,7 @@ void write_db(Db& db, const RunData& run, const Progress& progress) {
         op_ins.i(static_cast<int64_t>(id)).i(o.step).i(o.node).s(phase_name(o.phase)).s(op_name(o.op)).s(o.name);
         op_ins.opt(o.layer, o.layer >= 0).i(o.pos_begin).i(o.pos_end).i(op_is_view(o.op));
         op_ins.i(o.thread).i(o.n_threads).u(o.start_ns).u(o.end_ns).u(o.end_ns - o.start_ns);
-        op_ins.s(std::string(type_name(o.out.type))).s(shape_text(o.out.ne)).s(pool_name(o.out.pool));
+        op_ins.s(std::string(type_name(o.out.type))).s(shape_text(o.out.ne, ",")).s(pool_name(o.out.pool));
         op_ins.opt(o.out.buffer_id, o.out.buffer_id >= 0).u(o.out.offset).u(o.out.bytes);
         if (o.write.length > 0)
           op_ins.s(pool_name(o.write.pool))
@@ -272,7 +265,7 @@ void write_db(Db& db, const RunData& run, const Progress& progress) {
             r_ins.opt(r.pos_begin, r.pos_begin >= 0).opt(r.pos_end, r.pos_begin >= 0).run();
           }
           in_ins.i(static_cast<int64_t>(id)).i(static_cast<int64_t>(slot)).s(in.name);
-          in_ins.s(std::string(type_name(in.type))).s(shape_text(in.ne)).s(pool_name(in.pool));
+          in_ins.s(std::string(type_name(in.type))).s(shape_text(in.ne, ",")).s(pool_name(in.pool));
           in_ins.opt(in.buffer_id, in.buffer_id >= 0).u(in.offset).u(in.bytes).u(in_read);
           in_ins.i(static_cast<int64_t>(in.ranges.size())).run();
         }

@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "export/export.h"
 #include "gguf/memory_map.h"
+#include "core/shape.h"
+#include "core/text.h"
 
 namespace tt::exporter {
 
@@ -23,17 +25,6 @@ constexpr const char* kFormatVersion = "tensortrace.tokens-json.1";
 
 json layer_json(std::optional<int> l) { return l ? json(*l) : json(nullptr); }
 json layer_json(int l) { return l >= 0 ? json(l) : json(nullptr); }
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-json shape_json(const int64_t* ne) {
-  int n = 4;
-  while (n > 1 && ne[n - 1] == 1) --n;
-  return std::vector<int64_t>(ne, ne + n);
-}
 
 // A stable stand-in for the old tool's tensor pointer: the file offset for weights, else buffer id + 1 above
 // bit 40 and the offset in the buffer below.
@@ -95,8 +86,8 @@ json source_json(const RunData& run, const trace::TensorRecord& in) {
             {"tensor_ptr", location_key(in.pool, in.buffer_id, in.offset)},
             {"size_bytes", in.bytes},
             {"layer_id", layer_json(layer)},
-            {"dtype", lower(std::string(type_name(in.type)))},
-            {"shape", shape_json(in.ne)},
+            {"dtype", ascii_lower(std::string(type_name(in.type)))},
+            {"shape", shape_dims(in.ne)},
             {"pool", pool_name(in.pool)}};
   if (in.pool == Pool::MODEL_FILE) {
     s["memory_source"] = "DISK";
@@ -135,8 +126,8 @@ json trace_json(const RunData& run, const trace::StepMarker& m) {
               {"sources", std::move(sources)}};
     json dst = {{"tensor_ptr", location_key(o.out.pool, o.out.buffer_id, o.out.offset)},
                 {"size_bytes", o.out.bytes},
-                {"dtype", lower(std::string(type_name(o.out.type)))},
-                {"shape", shape_json(o.out.ne)},
+                {"dtype", ascii_lower(std::string(type_name(o.out.type)))},
+                {"shape", shape_dims(o.out.ne)},
                 {"pool", pool_name(o.out.pool)},
                 {"buffer_id", o.out.buffer_id}};
     if (o.has_stats)
@@ -190,8 +181,8 @@ json graph_json(const RunData& run, const trace::StepMarker& m, int n_layers) {
                  {"address", t ? json(location_key(t->pool, t->buffer_id, t->offset)) : json(nullptr)},
                  {"label", name},
                  {"operation", op == "LEAF" ? "NONE" : op},
-                 {"shape", t ? shape_json(t->ne) : n.value("shape", json(nullptr))},
-                 {"dtype", lower(n.value("type", ""))},
+                 {"shape", t ? json(shape_dims(t->ne)) : n.value("shape", json(nullptr))},
+                 {"dtype", ascii_lower(n.value("type", ""))},
                  {"layer_id", n.value("layer", json(nullptr))},
                  {"category", node_category(n.value("category", ""), name)},
                  {"category_detail", n.value("category", "")},
@@ -222,7 +213,7 @@ json memory_map_json(const RunData& run, int n_layers) {
                        {"offset_end", t.offset_end},
                        {"size_bytes", t.size_bytes},
                        {"shape", t.shape},
-                       {"dtype", lower(t.type)},
+                       {"dtype", ascii_lower(t.type)},
                        {"category", weight_category(t)},
                        {"layer_id", layer_json(t.layer)},
                        {"component", weight_component(t.component)}});

@@ -1,4 +1,5 @@
 #include "graph/tensor.h"
+#include "core/shape.h"
 
 namespace tt {
 
@@ -13,12 +14,6 @@ const char* pool_name(Pool pool) {
   return "?";
 }
 
-std::string shape_string(const Tensor& t) {
-  int n = 4;
-  while (n > 1 && t.ne[n - 1] == 1) --n;
-  std::string s = "[";
-  for (int d = 0; d < n; ++d) s += (d ? ", " : "") + std::to_string(t.ne[d]);
-  return s + "]";
-}
+std::string shape_string(const Tensor& t) { return shape_text(t.ne); }
 
 }  // namespace tt

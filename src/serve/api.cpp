@@ -12,6 +12,8 @@
 
 #include "core/error.h"
 #include "trace/trace_file.h"
+#include "core/shape.h"
+#include "core/text.h"
 
 namespace tt::serve {
 namespace {
@@ -75,19 +77,6 @@ bool get_bool(const Params& p, const char* key, bool dflt) {
   if (it->second == "1" || it->second == "true") return true;
   if (it->second == "0" || it->second == "false") return false;
   bad(400, fmt::format("parameter '{}': '{}' is not 0 or 1", key, it->second));
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-json shape_json(const int64_t* ne) {
-  int n = 4;
-  while (n > 1 && ne[n - 1] == 1) --n;
-  json a = json::array();
-  for (int d = 0; d < n; ++d) a.push_back(ne[d]);
-  return a;
 }
 
 std::string buffer_name(int id) {
@@ -161,7 +150,7 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
   index_trace();
   load_buffers();
   lower_names_.reserve(ops_.size());
-  for (const trace::OpRecord& o : ops_) lower_names_.push_back(lower(o.name));
+  for (const trace::OpRecord& o : ops_) lower_names_.push_back(ascii_lower(o.name));
   summary_ = compute_summary();
 }
 
@@ -390,7 +379,7 @@ json ServedRun::op_row(size_t i) const {
     }
     inputs.push_back({{"name", in.name},
                       {"type", std::string(type_name(in.type))},
-                      {"shape", shape_json(in.ne)},
+                      {"shape", shape_dims(in.ne)},
                       {"pool", pool_name(in.pool)},
                       {"ranges", std::move(ranges)}});
   }
@@ -406,7 +395,7 @@ json ServedRun::op_row(size_t i) const {
               {"start_ns", o.start_ns},
               {"end_ns", o.end_ns},
               {"type", std::string(type_name(o.out.type))},
-              {"shape", shape_json(o.out.ne)},
+              {"shape", shape_dims(o.out.ne)},
               {"pool", pool_name(o.out.pool)},
               {"out_bytes", o.out.bytes},
               {"file_bytes", file_bytes},
@@ -452,7 +441,7 @@ json ServedRun::ops(const Params& p) const {
     else if (ph == "GENERATE") phase = 1;
     else bad(400, fmt::format("parameter 'phase': '{}' is not PROMPT or GENERATE", ph));
   }
-  const std::string name = lower(has(p, "name") ? p.at("name") : "");
+  const std::string name = ascii_lower(has(p, "name") ? p.at("name") : "");
   const bool views = get_bool(p, "views", true);
   const int64_t offset = get_int(p, "offset", 0, 0, INT64_MAX);
   const int64_t limit = get_int(p, "limit", 100, 0, 5000);

@@ -15,6 +15,7 @@
 #include "gguf/memory_map.h"
 #include "model/forward.h"
 #include "tokenizer/tokenizer.h"
+#include "core/shape.h"
 
 namespace tt {
 
@@ -54,12 +55,6 @@ const char* node_category(const std::string& name) {
   if (starts("ffn_inp") || starts("l_out") || starts("inp_last")) return "residual";
   if (starts("ffn_")) return "ffn";
   return "attention";
-}
-
-json shape_json(const int64_t* ne) {
-  int n = 4;
-  while (n > 1 && ne[n - 1] == 1) --n;
-  return std::vector<int64_t>(ne, ne + n);
 }
 
 trace::RangeRecord to_record(const ByteRange& r) {
@@ -150,7 +145,7 @@ json Tracer::graph_json(const Graph& g) const {
     nodes.push_back({{"id", id},
                      {"name", t->name},
                      {"op", "LEAF"},
-                     {"shape", t->pool == Pool::KV_CACHE ? json(nullptr) : shape_json(t->ne)},
+                     {"shape", t->pool == Pool::KV_CACHE ? json(nullptr) : json(shape_dims(t->ne))},
                      {"type", type_name(t->type)},
                      {"layer", t->layer >= 0 ? json(t->layer) : json(nullptr)},
                      {"category", t->pool == Pool::MODEL_FILE ? role.category : node_category(t->name)},
@@ -164,7 +159,7 @@ json Tracer::graph_json(const Graph& g) const {
                  {"index", i},
                  {"name", n.out->name},
                  {"op", op_name(n.op)},
-                 {"shape", n.out->pool == Pool::KV_CACHE ? json(nullptr) : shape_json(n.out->ne)},
+                 {"shape", n.out->pool == Pool::KV_CACHE ? json(nullptr) : json(shape_dims(n.out->ne))},
                  {"type", type_name(n.out->type)},
                  {"layer", n.layer >= 0 ? json(n.layer) : json(nullptr)},
                  {"category", node_category(n.out->name)},
