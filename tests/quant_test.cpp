@@ -346,28 +346,24 @@ TEST(QuantVecDot, BatchedKernelsMatchReferenceWithinRounding) {
   Rng rng;
   constexpr double kRelTol = 1e-5;
   int cases = 0;
-  for (G t : {G::Q4_0, G::IQ4_NL, G::Q4_K, G::Q2_K, G::BF16}) {
+  const std::pair<G, VecDotFn> kernels[] = {
+      {G::Q4_0, ref::repack_dot_q4_0},  {G::IQ4_NL, ref::repack_dot_iq4_nl},
+      {G::Q4_K, ref::repack_gemv_q4_k}, {G::Q4_K, ref::repack_gemm_q4_k},
+      {G::Q2_K, ref::repack_gemv_q2_k}, {G::Q2_K, ref::repack_gemm_q2_k},
+      {G::BF16, ref::vec_dot_bf16_avx512bf16}, {G::BF16, ref::dot_bf16_tinyblas},
+  };
+  for (size_t i = 0; i < std::size(kernels); ++i) {
+    const auto& [t, kernel] = kernels[i];
     const QuantKernels* k = find_kernels(t);
-    const VecDotFn impls[] = {ref::repack_dot_q4_0,  ref::repack_dot_iq4_nl, ref::repack_gemv_q4_k,
-                              ref::repack_gemm_q4_k, ref::repack_gemv_q2_k,  ref::repack_gemm_q2_k,
-                              ref::vec_dot_bf16_avx512bf16, ref::dot_bf16_tinyblas};
-    const std::vector<int> mine = t == G::Q4_0     ? std::vector<int>{0}
-                                  : t == G::IQ4_NL ? std::vector<int>{1}
-                                  : t == G::Q4_K   ? std::vector<int>{2, 3}
-                                  : t == G::Q2_K   ? std::vector<int>{4, 5}
-                                                   : std::vector<int>{6, 7};
     for (int64_t n : {256, 512, 1536}) {
       const auto x = random_weights(t, n, rng, false);
       const auto y = random_activations(k->vec_dot_type, n, rng, false);
       const double tol = kRelTol * abs_dot(dequantize(t, x, n), dequantize(k->vec_dot_type, y, n)) + 1e-30;
-      float want = 0;
+      float want = 0, got = 0;
       k->vec_dot_ref(n, &want, x.data(), y.data());
-      for (int i : mine) {
-        float got = 0;
-        impls[i](n, &got, x.data(), y.data());
-        EXPECT_NEAR(got, want, tol) << type_name(t) << " kernel " << i << " n=" << n;
-        ++cases;
-      }
+      kernel(n, &got, x.data(), y.data());
+      EXPECT_NEAR(got, want, tol) << type_name(t) << " kernel " << i << " n=" << n;
+      ++cases;
     }
   }
   EXPECT_EQ(cases, 3 * 8);

@@ -102,29 +102,19 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   const BatchedKernels* batched = find_batched(w.type, K, N);
   auto dot_for = [&](int64_t t) -> VecDotFn { return batched == nullptr ? k->vec_dot : batched->for_token(t, M); };
   if (M == 1) {
-    if (batched == nullptr) {
-      vec_dot_rows(*k, K, rows.end - rows.begin, out.as<float>() + rows.begin, w.data + rows.begin * w_row, w_row, y);
-    } else {
-      const VecDotFn dot = dot_for(0);
-      for (int64_t r = rows.begin; r < rows.end; ++r) dot(K, out.as<float>() + r, w.data + r * w_row, y);
-    }
+    const VecDotFn dot = dot_for(0);
+    for (int64_t r = rows.begin; r < rows.end; ++r) dot(K, out.as<float>() + r, w.data + r * w_row, y);
     return;
   }
   // Tiles of weight rows x tokens: the tile's weight rows stay in cache while every token of the tile uses them.
   constexpr int64_t kRowTile = 16, kTokTile = 64;
-  float tmp[kRowTile];
   for (int64_t t0 = 0; t0 < M; t0 += kTokTile) {
     const int64_t t1 = std::min(M, t0 + kTokTile);
     for (int64_t r0 = rows.begin; r0 < rows.end; r0 += kRowTile) {
-      const int64_t nr = std::min(kRowTile, rows.end - r0);
+      const int64_t r1 = std::min(rows.end, r0 + kRowTile);
       for (int64_t t = t0; t < t1; ++t) {
-        if (batched == nullptr) {
-          vec_dot_rows(*k, K, nr, tmp, w.data + r0 * w_row, w_row, y + t * y_row);
-        } else {
-          const VecDotFn dot = dot_for(t);
-          for (int64_t r = 0; r < nr; ++r) dot(K, &tmp[r], w.data + (r0 + r) * w_row, y + t * y_row);
-        }
-        std::memcpy(out.as<float>() + t * N + r0, tmp, nr * sizeof(float));
+        const VecDotFn dot = dot_for(t);
+        for (int64_t r = r0; r < r1; ++r) dot(K, out.as<float>() + t * N + r, w.data + r * w_row, y + t * y_row);
       }
     }
   }

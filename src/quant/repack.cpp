@@ -52,70 +52,59 @@ void repack_b32(int64_t n, float* result, const void* vx, const void* vy) {
   *result = acc;
 }
 
-// Q4_K: the 8 sub-block integer dots (quants 0..15 against Q8_K), scales and mins.
-void q4_k_parts(const BlockQ4_K& x, const BlockQ8_K& y, int* dots, int* scales, int* mins) {
-  for (int g = 0; g < 4; ++g) {
-    int lo = 0, hi = 0;
-    for (int l = 0; l < 32; ++l) {
-      lo += (x.qs[32 * g + l] & 0xF) * y.qs[64 * g + l];
-      hi += (x.qs[32 * g + l] >> 4) * y.qs[64 * g + 32 + l];
+// The float steps of the K-quant repack kernels for one super-block: the sub-blocks' scaled integer dots and min
+// terms, summed kPerStep sub-blocks at a time (exact integers), each sum entering one FMA.
+template <int kCount, int kPerStep>
+void k_quant_steps(const int* terms, const int* min_terms, float d, float dmin, float& acc, float& acc_min) {
+  for (int j0 = 0; j0 < kCount; j0 += kPerStep) {
+    int isum = 0, imin = 0;
+    for (int j = j0; j < j0 + kPerStep; ++j) {
+      isum += terms[j];
+      imin += min_terms[j];
     }
-    dots[2 * g] = lo;
-    dots[2 * g + 1] = hi;
-  }
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    get_scale_min_k4(j, x.scales, &sc, &m);
-    scales[j] = sc;
-    mins[j] = m;
+    acc = std::fma(static_cast<float>(isum), d, acc);
+    acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
   }
 }
 
-// kPairs: sub-blocks per FMA step (8 for gemv, 2 for gemm).
+// Q4_K: kPerStep 32-element sub-blocks per float step (8 for gemv, 2 for gemm).
 template <int kPerStep>
 void repack_q4_k(int64_t n, float* result, const void* vx, const void* vy) {
   const BlockQ4_K* x = static_cast<const BlockQ4_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   float acc = 0.0f, acc_min = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int dots[8], scales[8], mins[8];
-    q4_k_parts(x[i], y[i], dots, scales, mins);
-    const float d = h2f(x[i].d) * y[i].d;
-    const float dmin = h2f(x[i].dmin) * y[i].d;
-    for (int j0 = 0; j0 < 8; j0 += kPerStep) {
-      int isum = 0, imin = 0;
-      for (int j = j0; j < j0 + kPerStep; ++j) {
-        isum += scales[j] * dots[j];
-        imin += mins[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-      }
-      acc = std::fma(static_cast<float>(isum), d, acc);
-      acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
+    int terms[8], min_terms[8];
+    for (int j = 0; j < 8; ++j) {  // sub-block j: elements 32j..32j+31, low nibbles for even j, high for odd
+      const int g = j / 2, shift = 4 * (j % 2);
+      int dot = 0;
+      for (int l = 0; l < 32; ++l) dot += ((x[i].qs[32 * g + l] >> shift) & 0xF) * y[i].qs[32 * j + l];
+      uint8_t sc, m;
+      get_scale_min_k4(j, x[i].scales, &sc, &m);
+      terms[j] = sc * dot;
+      min_terms[j] = m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
     }
+    k_quant_steps<8, kPerStep>(terms, min_terms, h2f(x[i].d) * y[i].d, h2f(x[i].dmin) * y[i].d, acc, acc_min);
   }
   *result = acc - acc_min;
 }
 
-// Q2_K: kPerStep 16-element sub-blocks per FMA step (16 for gemv, 8 for gemm).
+// Q2_K: kPerStep 16-element sub-blocks per float step (16 for gemv, 8 for gemm).
 template <int kPerStep>
 void repack_q2_k(int64_t n, float* result, const void* vx, const void* vy) {
   const BlockQ2_K* x = static_cast<const BlockQ2_K*>(vx);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(vy);
   float acc = 0.0f, acc_min = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = h2f(x[i].d) * y[i].d;
-    const float dmin = h2f(x[i].dmin) * y[i].d;
-    for (int g0 = 0; g0 < 16; g0 += kPerStep) {
-      int isum = 0, imin = 0;
-      for (int g = g0; g < g0 + kPerStep; ++g) {  // sub-block g: elements 16g..16g+15
-        const int half = g / 8, shift = 2 * ((g % 8) / 2), off = (g % 2) * 16;
-        int dot = 0;
-        for (int l = 0; l < 16; ++l) dot += y[i].qs[16 * g + l] * ((x[i].qs[32 * half + off + l] >> shift) & 3);
-        isum += (x[i].scales[g] & 0xF) * dot;
-        imin += (x[i].scales[g] >> 4) * y[i].bsums[g];
-      }
-      acc = std::fma(static_cast<float>(isum), d, acc);
-      acc_min = std::fma(static_cast<float>(imin), dmin, acc_min);
+    int terms[16], min_terms[16];
+    for (int g = 0; g < 16; ++g) {  // sub-block g: elements 16g..16g+15
+      const int half = g / 8, shift = 2 * ((g % 8) / 2), off = (g % 2) * 16;
+      int dot = 0;
+      for (int l = 0; l < 16; ++l) dot += y[i].qs[16 * g + l] * ((x[i].qs[32 * half + off + l] >> shift) & 3);
+      terms[g] = (x[i].scales[g] & 0xF) * dot;
+      min_terms[g] = (x[i].scales[g] >> 4) * y[i].bsums[g];
     }
+    k_quant_steps<16, kPerStep>(terms, min_terms, h2f(x[i].d) * y[i].d, h2f(x[i].dmin) * y[i].d, acc, acc_min);
   }
   *result = acc - acc_min;
 }
