@@ -407,6 +407,50 @@ TEST(QuantVecDot, FastRepackKernelsEqualReferenceExactly) {
   }
 }
 
+// Flash-attention steps over an F16 cache: the SIMD versions give the reference's halves bit for bit (the V
+// accumulation and rescale are elementwise), and K.Q the same float for attention-sized values (see
+// dot_f16_double: the double sums are exact while partial sums stay below 2^5, and round alike far beyond).
+TEST(QuantAttention, F16StepsEqualReference) {
+  Rng rng;
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  struct Impl {
+    const char* name;
+    float (*dot)(const uint16_t*, const uint16_t*, int64_t);
+    void (*mad)(uint16_t*, const uint16_t*, float, int64_t);
+    void (*scale)(uint16_t*, float, int64_t);
+  };
+  std::vector<Impl> impls = {{"avx2", avx2::dot_f16_double, avx2::mad_f16, avx2::scale_f16}};
+  if (avx512) impls.push_back({"avx512", avx512::dot_f16_double, avx512::mad_f16, avx512::scale_f16});
+  auto halves = [&](int64_t n, float spread) {
+    std::vector<uint16_t> h(n);
+    for (auto& v : h) v = fp32_to_fp16(rng.normal() * spread);
+    return h;
+  };
+  for (const Impl& impl : impls) {
+    for (int64_t n : {7, 64, 80, 128, 131}) {
+      for (int rep = 0; rep < 20; ++rep) {
+        const float spread = rep % 2 ? 0.3f : 4.0f;
+        const auto k = halves(n, spread), q = halves(n, spread), v = halves(n, spread);
+        EXPECT_EQ(std::bit_cast<uint32_t>(impl.dot(k.data(), q.data(), n)),
+                  std::bit_cast<uint32_t>(ref::dot_f16_double(k.data(), q.data(), n)))
+            << impl.name << " K.Q n=" << n << " rep " << rep;
+        auto want = halves(n, spread);
+        auto got = want;
+        const float s = rng.uniform(0.0f, 1.0f);
+        ref::mad_f16(want.data(), v.data(), s, n);
+        impl.mad(got.data(), v.data(), s, n);
+        EXPECT_EQ(got, want) << impl.name << " mad n=" << n;
+        ref::scale_f16(want.data(), s, n);
+        impl.scale(got.data(), s, n);
+        EXPECT_EQ(got, want) << impl.name << " scale n=" << n;
+      }
+    }
+  }
+}
+
 // Which kernel each token of a batch gets: repack groups of 4 (remainder single), tinyBLAS the whole batch.
 TEST(QuantVecDot, BatchedKernelsPerToken) {
   const BatchedKernels repack{BatchedKernels::Grouping::kGroupsOf4, ref::repack_gemv_q4_k, ref::repack_gemm_q4_k,

@@ -172,28 +172,62 @@ void set_rows(const Node& n, const ComputeContext& ctx) {
   }
 }
 
-// One cache row (f16 or f32) to f32.
-void load_row(const uint8_t* src, GgmlType type, float* dst, int64_t n) {
-  if (type == GgmlType::F16)
-    fp16_to_fp32_row(reinterpret_cast<const uint16_t*>(src), dst, n);
-  else
-    std::memcpy(dst, src, n * sizeof(float));
-}
+// K.Q as llama.cpp's flash attention computes it: every product of halves (exact in float) summed in double.
+// Measured, not assumed: llama.cpp's AVX-512 ggml_vec_dot_f16 would sum 64-element steps in four 16-lane float
+// accumulators, but only this order reproduces the reference logits bit for bit for the head_dim-64 models
+// (synth-llama-512/768, synth-qwen2), whose head_dim is the first to reach that SIMD path.
+//
+// The per-position steps of the two cache kinds. F16 (llama.cpp's default and its VKQ16 path): Q converted to
+// halves once, V accumulated and rescaled in halves -- SIMD kernels from src/quant. F32: the same in floats.
+struct AttnF16 {
+  std::vector<uint16_t> q, acc;
+  explicit AttnF16(int64_t head_dim) : q(head_dim), acc(head_dim) {}
+  void begin(const float* qin) {
+    fp32_to_fp16_row(qin, q.data(), static_cast<int64_t>(q.size()));
+    std::fill(acc.begin(), acc.end(), uint16_t{0});
+  }
+  float score(const uint8_t* k_row) const {
+    return dot_f16_double(reinterpret_cast<const uint16_t*>(k_row), q.data(), static_cast<int64_t>(q.size()));
+  }
+  void rescale(float ms) { scale_f16(acc.data(), ms, static_cast<int64_t>(acc.size())); }
+  void accumulate(const uint8_t* v_row, float vs) {
+    mad_f16(acc.data(), reinterpret_cast<const uint16_t*>(v_row), vs, static_cast<int64_t>(acc.size()));
+  }
+  void finish(float* out, float inv) const {
+    for (size_t d = 0; d < acc.size(); ++d) out[d] = fp16_to_fp32(acc[d]) * inv;
+  }
+};
 
-// K.Q as llama.cpp's flash attention computes it (values already f16-exact, here as f32): every product rounded
-// to float, summed in double. Measured, not assumed: llama.cpp's AVX-512 ggml_vec_dot_f16 would sum 64-element
-// steps in four 16-lane accumulators, but only this order reproduces the reference logits bit for bit for the
-// head_dim-64 models (synth-llama-512/768, synth-qwen2), whose head_dim is the first to reach that SIMD path.
-float dot_f16_like_ggml(const float* x, const float* y, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * y[i]);
-  return static_cast<float>(sum);
-}
+struct AttnF32 {
+  std::vector<float> q, acc;
+  explicit AttnF32(int64_t head_dim) : q(head_dim), acc(head_dim) {}
+  void begin(const float* qin) {
+    std::copy(qin, qin + q.size(), q.begin());
+    std::fill(acc.begin(), acc.end(), 0.0f);
+  }
+  float score(const uint8_t* k_row) const {
+    const float* k = reinterpret_cast<const float*>(k_row);
+    double sum = 0.0;
+    for (size_t d = 0; d < q.size(); ++d) sum += static_cast<double>(k[d] * q[d]);
+    return static_cast<float>(sum);
+  }
+  void rescale(float ms) {
+    for (float& a : acc) a *= ms;
+  }
+  void accumulate(const uint8_t* v_row, float vs) {
+    const float* v = reinterpret_cast<const float*>(v_row);
+    for (size_t d = 0; d < acc.size(); ++d) acc[d] = std::fma(v[d], vs, acc[d]);
+  }
+  void finish(float* out, float inv) const {
+    for (size_t d = 0; d < acc.size(); ++d) out[d] = acc[d] * inv;
+  }
+};
 
 // Attention streamed over the cache with an online softmax (as ggml's flash-attention CPU kernel): for every
 // (token, head), one pass over positions [0, pos], never materialising the score matrix.
 // src: q view [head_dim, n_tokens, n_heads] (storage [head_dim, n_heads, n_tokens]), K and V cache views.
-void flash_attn(const Node& n, const ComputeContext& ctx) {
+template <typename Attn>
+void flash_attn_with(const Node& n, const ComputeContext& ctx) {
   const Tensor& q = n.src[0]->storage();
   const Tensor& kc = n.src[1]->storage();
   const Tensor& vc = n.src[2]->storage();
@@ -202,42 +236,40 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   const int64_t n_kv_heads = kv_width / head_dim;
   const int64_t group = n_heads / n_kv_heads;
   const float scale = n.params.scale;
-  std::vector<float> qf(head_dim), kf(head_dim), vf(head_dim), acc(head_dim);
+  const uint64_t head_bytes = kc.row_size() / n_kv_heads;  // K and V share type and width
+  Attn attn(head_dim);
   Range r = split(n_tokens * n_heads, ctx.ith, ctx.nth);
   for (int64_t item = r.begin; item < r.end; ++item) {
     const int64_t t = item / n_heads, h = item % n_heads;
     const int64_t kvh = h / group;
     const int64_t last = n.params.pos0 + t;  // causal: positions 0..last
-    const float* qin = q.as<const float>() + (t * n_heads + h) * head_dim;
-    // llama.cpp converts Q to the cache type before the dot products.
-    for (int64_t d = 0; d < head_dim; ++d)
-      qf[d] = kc.type == GgmlType::F16 ? fp16_to_fp32(fp32_to_fp16(qin[d])) : qin[d];
+    attn.begin(q.as<const float>() + (t * n_heads + h) * head_dim);
     float max_score = -INFINITY, sum = 0.0f;
-    // With an F16 cache, llama.cpp accumulates V in F16 (VKQ16); doing the same keeps logits within tolerance.
-    const bool f16_acc = vc.type == GgmlType::F16;
-    auto round16 = [&](float v) { return f16_acc ? fp16_to_fp32(fp32_to_fp16(v)) : v; };
-    std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t pos = 0; pos <= last; ++pos) {
-      load_row(kc.data + pos * kc.row_size() + kvh * head_dim * (kc.row_size() / kv_width), kc.type, kf.data(),
-               head_dim);
-      float s = dot_f16_like_ggml(kf.data(), qf.data(), head_dim) * scale;
+      const float s = attn.score(kc.data + pos * kc.row_size() + kvh * head_bytes) * scale;
       float ms = 1.0f, vs = 1.0f;
       if (s > max_score) {
         ms = std::exp(max_score - s);
         max_score = s;
-        for (int64_t d = 0; d < head_dim; ++d) acc[d] = round16(acc[d] * ms);
+        attn.rescale(ms);
       } else {
         vs = std::exp(s - max_score);
       }
-      load_row(vc.data + pos * vc.row_size() + kvh * head_dim * (vc.row_size() / kv_width), vc.type, vf.data(),
-               head_dim);
-      for (int64_t d = 0; d < head_dim; ++d) acc[d] = round16(std::fma(vf[d], vs, acc[d]));
+      attn.accumulate(vc.data + pos * vc.row_size() + kvh * head_bytes, vs);
       sum = std::fma(sum, ms, vs);  // S = S*ms + vs, contracted to an FMA in llama.cpp's -march=native build
     }
-    float* out = n.out->as<float>() + (t * n_heads + h) * head_dim;
     const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // as ggml: V scaled by 1/S
-    for (int64_t d = 0; d < head_dim; ++d) out[d] = acc[d] * inv;
+    attn.finish(n.out->as<float>() + (t * n_heads + h) * head_dim, inv);
   }
+}
+
+void flash_attn(const Node& n, const ComputeContext& ctx) {
+  const GgmlType k = n.src[1]->storage().type, v = n.src[2]->storage().type;
+  if (k != v) fail("flash attention: K cache {} and V cache {} differ", type_name(k), type_name(v));
+  if (k == GgmlType::F16)
+    flash_attn_with<AttnF16>(n, ctx);
+  else
+    flash_attn_with<AttnF32>(n, ctx);
 }
 
 // ggml_v_expf (ggml-cpu/vec.h, AVX-512 variant: what llama.cpp runs on this machine), one lane at a time: the

@@ -72,6 +72,12 @@ TT_VEC_DOT_DECL(repack_gemv_q4_k);
 TT_VEC_DOT_DECL(repack_gemm_q4_k);
 TT_VEC_DOT_DECL(repack_gemv_q2_k);
 TT_VEC_DOT_DECL(repack_gemm_q2_k);
+
+// Flash attention over an F16 cache, as llama.cpp computes it: K.Q as products of halves summed in double in
+// element order; V accumulated in halves (acc = f16(fma(v, s, acc))), rescaled in halves (acc = f16(acc * s)).
+float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n);
+void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);
+void scale_f16(uint16_t* acc, float s, int64_t n);
 }  // namespace ref
 
 // Fast paths, one namespace per instruction set (files *_avx2.cpp / *_avx512.cpp). Every function here has the
@@ -98,7 +104,10 @@ TT_VEC_DOT_DECL(repack_gemm_q2_k);
   TT_VEC_DOT_DECL(repack_dot_q4_0);                                  \
   TT_VEC_DOT_DECL(repack_dot_iq4_nl);                                \
   TT_VEC_DOT_DECL(repack_gemv_q4_k);                                 \
-  TT_VEC_DOT_DECL(repack_gemm_q4_k)
+  TT_VEC_DOT_DECL(repack_gemm_q4_k);                                 \
+  float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n); \
+  void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);    \
+  void scale_f16(uint16_t* acc, float s, int64_t n)
 
 namespace avx2 {
 TT_FAST_KERNELS_DECL;

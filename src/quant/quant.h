@@ -72,6 +72,12 @@ struct BatchedKernels {
 // Null when llama.cpp multiplies this weight with the type's vec_dot for every token.
 const BatchedKernels* find_batched(GgmlType type, int64_t K, int64_t N);
 
+// Flash-attention steps over an F16 cache (llama.cpp's VKQ16 path), fastest path for this CPU:
+// K.Q (x, y: halves) as products summed in double; acc = f16(fma(v, s, acc)); acc = f16(acc * s).
+float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n);
+void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);
+void scale_f16(uint16_t* acc, float s, int64_t n);
+
 void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* results, const void* x, uint64_t x_row_bytes,
                   const void* y);
 

@@ -269,6 +269,20 @@ void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
   *result = static_cast<float>(sum);
 }
 
+float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n) {
+  float r;
+  vec_dot_f16(n, &r, x, y);
+  return r;
+}
+
+void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] = fp32_to_fp16(std::fma(fp16_to_fp32(v[i]), s, fp16_to_fp32(acc[i])));
+}
+
+void scale_f16(uint16_t* acc, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] = fp32_to_fp16(fp16_to_fp32(acc[i]) * s);
+}
+
 void vec_dot_bf16(int64_t n, float* result, const void* vx, const void* vy) {
   const uint16_t* x = static_cast<const uint16_t*>(vx);
   const uint16_t* y = static_cast<const uint16_t*>(vy);

@@ -16,6 +16,7 @@
 #include "model/forward.h"
 #include "tokenizer/tokenizer.h"
 #include "core/shape.h"
+#include "trace/landscape.h"
 
 namespace tt {
 
@@ -27,16 +28,18 @@ nlohmann::json TraceOptions::to_json() const {
 
 json readout_stats(std::span<const float> v) {
   if (v.empty()) return json::object();
-  double sum = 0, sum2 = 0;
+  // Four independent partial sums: one chain of dependent double adds would take 4 cycles an element.
+  double sum[4] = {}, sum2[4] = {};
   float mn = v[0], mx = v[0];
-  for (float x : v) {
-    sum += x;
-    sum2 += static_cast<double>(x) * x;
-    mn = std::min(mn, x);
-    mx = std::max(mx, x);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = v[i];
+    sum[i % 4] += x;
+    sum2[i % 4] += x * x;
+    mn = std::min(mn, v[i]);
+    mx = std::max(mx, v[i]);
   }
-  const double mean = sum / v.size();
-  const double var = std::max(0.0, sum2 / v.size() - mean * mean);
+  const double mean = (sum[0] + sum[1] + sum[2] + sum[3]) / v.size();
+  const double var = std::max(0.0, (sum2[0] + sum2[1] + sum2[2] + sum2[3]) / v.size() - mean * mean);
   return {{"min", mn},
           {"max", mx},
           {"mean", mean},
@@ -373,26 +376,12 @@ void Tracer::on_step_end(const StepOutcome& o) {
   // Logit landscape: top-k, top1-top2 gap, entropy of the full softmax.
   std::span<const float> logits = o.logits;
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
-  std::vector<int32_t> idx(logits.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + std::max(k, 2), idx.end(),
-                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-  const float max_logit = logits[idx[0]];
-  double z = 0;
-  for (float l : logits) z += std::exp(static_cast<double>(l - max_logit));
-  double entropy = 0;
-  for (float l : logits) {
-    const double p = std::exp(static_cast<double>(l - max_logit)) / z;
-    if (p > 0) entropy -= p * std::log(p);
-  }
+  const LogitLandscape land = logit_landscape(logits, std::max(k, 2));
   json top = json::array();
   auto text_of = [&](int32_t id) { return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string(); };
   for (int i = 0; i < k; ++i) {
-    const int32_t id = idx[i];
-    top.push_back({{"id", id},
-                   {"text", text_of(id)},
-                   {"logit", logits[id]},
-                   {"prob", std::exp(static_cast<double>(logits[id] - max_logit)) / z}});
+    const int32_t id = land.top[i];
+    top.push_back({{"id", id}, {"text", text_of(id)}, {"logit", logits[id]}, {"prob", land.prob(logits[id])}});
   }
   const int32_t chosen = o.sampled.token;
   json step = {{"step", o.step},
@@ -404,11 +393,11 @@ void Tracer::on_step_end(const StepOutcome& o) {
                {"token_text", chosen >= 0 ? json(text_of(chosen)) : json(nullptr)},
                {"probability", chosen >= 0 ? json(o.sampled.probability) : json(nullptr)},
                {"softmax_probability",
-                chosen >= 0 ? json(std::exp(static_cast<double>(logits[chosen] - max_logit)) / z) : json(nullptr)},
+                chosen >= 0 ? json(land.prob(logits[chosen])) : json(nullptr)},
                {"end_of_generation", o.end_of_generation},
                {"top_k", top},
-               {"top1_top2_gap", logits.size() > 1 ? logits[idx[0]] - logits[idx[1]] : 0.0f},
-               {"entropy", entropy},
+               {"top1_top2_gap", land.top.size() > 1 ? logits[land.top[0]] - logits[land.top[1]] : 0.0f},
+               {"entropy", land.entropy},
                {"hidden_stats", readout_stats(o.hidden)},
                {"logits_stats", readout_stats(logits)},
                {"start_ns", o.start_ns - t0_},

@@ -1,0 +1,79 @@
+// The tracer's logit landscape against a direct double-precision computation.
+#include "trace/landscape.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace tt {
+namespace {
+
+struct Direct {
+  std::vector<int32_t> order;
+  double entropy = 0;
+  std::vector<double> p;
+};
+
+Direct direct(const std::vector<float>& logits) {
+  Direct d;
+  d.order.resize(logits.size());
+  std::iota(d.order.begin(), d.order.end(), 0);
+  std::stable_sort(d.order.begin(), d.order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  const double m = logits[d.order[0]];
+  double z = 0;
+  for (float l : logits) z += std::exp(l - m);
+  for (float l : logits) {
+    const double p = std::exp(l - m) / z;
+    d.p.push_back(p);
+    if (p > 0) d.entropy -= p * std::log(p);
+  }
+  return d;
+}
+
+TEST(LogitLandscape, MatchesDirectComputationOnAVocabulary) {
+  std::mt19937 rng(7);
+  for (float spread : {0.01f, 1.0f, 8.0f, 60.0f}) {
+    std::normal_distribution<float> dist(0.0f, spread);
+    std::vector<float> logits(32000);
+    for (float& l : logits) l = dist(rng);
+    const Direct want = direct(logits);
+    const LogitLandscape got = logit_landscape(logits, 10);
+    ASSERT_EQ(got.top.size(), 10u);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_EQ(got.top[i], want.order[i]) << "rank " << i << " spread " << spread;
+      EXPECT_NEAR(got.prob(logits[got.top[i]]), want.p[got.top[i]], 1e-6 * want.p[got.top[i]] + 1e-12);
+    }
+    EXPECT_NEAR(got.entropy, want.entropy, 1e-5 * std::max(1.0, want.entropy)) << "spread " << spread;
+  }
+}
+
+TEST(LogitLandscape, TiesKeepTheLowerIdAndKIsClamped) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
+  LogitLandscape got = logit_landscape(logits, 3);
+  EXPECT_EQ(got.top, (std::vector<int32_t>{1, 3, 2}));
+  got = logit_landscape(logits, 50);
+  EXPECT_EQ(got.top, (std::vector<int32_t>{1, 3, 2, 0, 4}));
+  got = logit_landscape(logits, 0);
+  EXPECT_EQ(got.top, (std::vector<int32_t>{1}));
+}
+
+TEST(LogitLandscape, UniformAndCertainDistributions) {
+  const std::vector<float> uniform(1000, 0.25f);
+  EXPECT_NEAR(logit_landscape(uniform, 5).entropy, std::log(1000.0), 1e-6);
+  EXPECT_NEAR(logit_landscape(uniform, 5).prob(0.25f), 1e-3, 1e-9);
+  std::vector<float> certain(1000, -1e4f);
+  certain[417] = 50.0f;
+  const LogitLandscape c = logit_landscape(certain, 1);
+  EXPECT_EQ(c.top[0], 417);
+  EXPECT_NEAR(c.entropy, 0.0, 1e-12);
+  EXPECT_NEAR(c.prob(50.0f), 1.0, 1e-12);
+  const std::vector<float> one = {3.5f};
+  EXPECT_EQ(logit_landscape(one, 10).top, (std::vector<int32_t>{0}));
+  EXPECT_THROW(logit_landscape(std::vector<float>{}, 1), std::exception);
+}
+
+}  // namespace
+}  // namespace tt
