@@ -407,6 +407,48 @@ TEST(QuantVecDot, FastRepackKernelsEqualReferenceExactly) {
   }
 }
 
+// Tile kernels (many rows per call, lane per row) give exactly what their per-row kernel gives, for row counts
+// that are and are not multiples of the 8-row block, and for several tokens with distinct rows.
+TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
+  Rng rng;
+  int tiles_seen = 0;
+  for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q6_K, G::Q8_0}) {
+    const QuantKernels* k = find_kernels(type);
+    for (int64_t n : {256, 768, 2048}) {
+      const BatchedKernels* batched = find_batched(type, n, 64);
+      std::vector<VecDotFn> dots = {k->vec_dot};
+      if (batched) dots = {batched->single, batched->batch};
+      for (VecDotFn dot : dots) {
+        if (find_tile(dot)) ++tiles_seen;
+        for (int64_t nr : {1, 8, 13, 24}) {
+          const int64_t nt = 3;
+          const uint64_t x_row = row_bytes(type, n), y_row = row_bytes(k->vec_dot_type, n);
+          std::vector<uint8_t> x, y;
+          for (int64_t r = 0; r < nr; ++r) {
+            const auto row = random_weights(type, n, rng, false);
+            x.insert(x.end(), row.begin(), row.end());
+          }
+          for (int64_t t = 0; t < nt; ++t) {
+            const auto row = random_activations(k->vec_dot_type, n, rng, false);
+            y.insert(y.end(), row.begin(), row.end());
+          }
+          const int64_t ldo = nr + 5;
+          std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
+          dot_tile(dot, n, nr, nt, x.data(), x_row, y.data(), y_row, got.data(), ldo);
+          for (int64_t t = 0; t < nt; ++t)
+            for (int64_t r = 0; r < nr; ++r) dot(n, &want[t * ldo + r], x.data() + r * x_row, y.data() + t * y_row);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                << type_name(type) << " n=" << n << " nr=" << nr << " output " << i << ": " << got[i] << " vs "
+                << want[i];
+        }
+      }
+    }
+  }
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) EXPECT_GT(tiles_seen, 0) << "no tile kernel was exercised on this CPU";
+}
+
 // Flash-attention steps over an F16 cache: the SIMD versions give the reference's halves bit for bit (the V
 // accumulation and rescale are elementwise), and K.Q the same float for attention-sized values (see
 // dot_f16_double: the double sums are exact while partial sums stay below 2^5, and round alike far beyond).

@@ -101,20 +101,26 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   // Weights llama.cpp multiplies with other kernels than vec_dot get the same kernel per token (see BatchedKernels).
   const BatchedKernels* batched = find_batched(w.type, K, N);
   auto dot_for = [&](int64_t t) -> VecDotFn { return batched == nullptr ? k->vec_dot : batched->for_token(t, M); };
+  float* dst = out.as<float>();
   if (M == 1) {
-    const VecDotFn dot = dot_for(0);
-    for (int64_t r = rows.begin; r < rows.end; ++r) dot(K, out.as<float>() + r, w.data + r * w_row, y);
+    dot_tile(dot_for(0), K, rows.end - rows.begin, 1, w.data + rows.begin * w_row, w_row, y, y_row,
+             dst + rows.begin, N);
     return;
   }
   // Tiles of weight rows x tokens: the tile's weight rows stay in cache while every token of the tile uses them.
+  // Within a tile, runs of tokens that use the same kernel go to it together.
   constexpr int64_t kRowTile = 16, kTokTile = 64;
   for (int64_t t0 = 0; t0 < M; t0 += kTokTile) {
     const int64_t t1 = std::min(M, t0 + kTokTile);
     for (int64_t r0 = rows.begin; r0 < rows.end; r0 += kRowTile) {
       const int64_t r1 = std::min(rows.end, r0 + kRowTile);
-      for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t t = t0; t < t1;) {
         const VecDotFn dot = dot_for(t);
-        for (int64_t r = r0; r < r1; ++r) dot(K, out.as<float>() + t * N + r, w.data + r * w_row, y + t * y_row);
+        int64_t run_end = t + 1;
+        while (run_end < t1 && dot_for(run_end) == dot) ++run_end;
+        dot_tile(dot, K, r1 - r0, run_end - t, w.data + r0 * w_row, w_row, y + t * y_row, y_row, dst + t * N + r0,
+                 N);
+        t = run_end;
       }
     }
   }

@@ -7,6 +7,10 @@
 namespace tt {
 
 #define TT_VEC_DOT_DECL(name) void name(int64_t n, float* result, const void* x, const void* y)
+// A tile of a matrix product (see TileFn in quant.h).
+#define TT_TILE_DECL(name)                                                                                    \
+  void name(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row, \
+            float* out, int64_t ldo)
 
 // Scalar references (reference.cpp): compute the way ggml's generic C kernels do.
 namespace ref {
@@ -107,7 +111,9 @@ void scale_f16(uint16_t* acc, float s, int64_t n);
   TT_VEC_DOT_DECL(repack_gemm_q4_k);                                 \
   float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n); \
   void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);    \
-  void scale_f16(uint16_t* acc, float s, int64_t n)
+  void scale_f16(uint16_t* acc, float s, int64_t n);                     \
+  TT_TILE_DECL(tile_repack_gemv_q4_k);                                   \
+  TT_TILE_DECL(tile_repack_gemm_q4_k)
 
 namespace avx2 {
 TT_FAST_KERNELS_DECL;

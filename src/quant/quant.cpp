@@ -57,7 +57,8 @@ bool has_avx512_bf16() {
         ns::vec_dot_q8_0, ns::vec_dot_iq4_nl, ns::vec_dot_q2_k, ns::vec_dot_q3_k, ns::vec_dot_q4_k, ns::vec_dot_q5_k, \
         ns::vec_dot_q6_k, ns::vec_dot_iq4_xs, ns::quantize_q8_0_x86, ns::quantize_q8_1_x86, ns::fp16_to_fp32_row,     \
         ns::fp32_to_fp16_row, ns::repack_dot_q4_0, ns::repack_dot_iq4_nl, ns::repack_gemv_q4_k,                      \
-        ns::repack_gemm_q4_k, ns::dot_f16_double, ns::mad_f16, ns::scale_f16                                          \
+        ns::repack_gemm_q4_k, ns::dot_f16_double, ns::mad_f16, ns::scale_f16, ns::tile_repack_gemv_q4_k,              \
+        ns::tile_repack_gemm_q4_k                                                                                     \
   }
 
 struct FastSet {
@@ -69,6 +70,7 @@ struct FastSet {
   float (*dot_f16_double)(const uint16_t*, const uint16_t*, int64_t);
   void (*mad_f16)(uint16_t*, const uint16_t*, float, int64_t);
   void (*scale_f16)(uint16_t*, float, int64_t);
+  TileFn tile_gemv_q4_k, tile_gemm_q4_k;  // null: no tile kernel (the per-row loop is used)
 };
 
 void scalar_h2f_row(const uint16_t* src, float* dst, int64_t n) {
@@ -94,7 +96,7 @@ const FastSet& fast() {
                    ref::vec_dot_q6_k, ref::vec_dot_iq4_xs, ref::quantize_q8_0_x86, ref::quantize_q8_1_x86,
                    scalar_h2f_row,    scalar_f2h_row,      ref::repack_dot_q4_0,   ref::repack_dot_iq4_nl,
                    ref::repack_gemv_q4_k, ref::repack_gemm_q4_k, ref::dot_f16_double, ref::mad_f16,
-                   ref::scale_f16};
+                   ref::scale_f16, nullptr, nullptr};
   }();
   return set;
 }
@@ -215,6 +217,22 @@ void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* result
                   const void* y) {
   const char* row = static_cast<const char*>(x);
   for (int64_t r = 0; r < nrows; ++r) k.vec_dot(n, &results[r], row + r * x_row_bytes, y);
+}
+
+TileFn find_tile(VecDotFn dot) {
+  const FastSet& f = fast();
+  if (dot == f.repack_gemv_q4_k) return f.tile_gemv_q4_k;
+  if (dot == f.repack_gemm_q4_k) return f.tile_gemm_q4_k;
+  return nullptr;
+}
+
+void dot_tile(VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y,
+              uint64_t y_row, float* out, int64_t ldo) {
+  if (const TileFn tile = find_tile(dot)) return tile(n, nr, nt, x, x_row, y, y_row, out, ldo);
+  const uint8_t* xb = static_cast<const uint8_t*>(x);
+  const uint8_t* yb = static_cast<const uint8_t*>(y);
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t r = 0; r < nr; ++r) dot(n, out + t * ldo + r, xb + r * x_row, yb + t * y_row);
 }
 
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) { fast().h2f_row(src, dst, n); }

@@ -18,6 +18,10 @@ using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 // *result = dot(x row of type T, y row of type vec_dot_type(T)), both of n elements.
 using VecDotFn = void (*)(int64_t n, float* result, const void* x, const void* y);
+// A tile of a matrix product, bit-identical to calling one VecDotFn per (row, token):
+// out[t * ldo + r] = dot(row r of x, row t of y) for r < nr, t < nt; rows x_row / y_row bytes apart.
+using TileFn = void (*)(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y,
+                        uint64_t y_row, float* out, int64_t ldo);
 
 struct QuantKernels {
   GgmlType type;
@@ -71,6 +75,12 @@ struct BatchedKernels {
 };
 // Null when llama.cpp multiplies this weight with the type's vec_dot for every token.
 const BatchedKernels* find_batched(GgmlType type, int64_t K, int64_t N);
+
+// The tile kernel that computes what `dot` computes for many rows at once on this CPU, or null when there is none.
+TileFn find_tile(VecDotFn dot);
+// out[t * ldo + r] = dot(row r of x, row t of y): through find_tile(dot) when it exists, else one call per output.
+void dot_tile(VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y,
+              uint64_t y_row, float* out, int64_t ldo);
 
 // Flash-attention steps over an F16 cache (llama.cpp's VKQ16 path), fastest path for this CPU:
 // K.Q (x, y: halves) as products summed in double; acc = f16(fma(v, s, acc)); acc = f16(acc * s).
