@@ -420,8 +420,7 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
       if (batched) dots = {batched->single, batched->batch};
       for (VecDotFn dot : dots) {
         if (find_tile(dot)) ++tiles_seen;
-        for (int64_t nr : {1, 8, 13, 24}) {
-          const int64_t nt = 3;
+        for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1}, {8, 1}, {8, 4}, {13, 3}, {24, 6}, {16, 9}}) {
           const uint64_t x_row = row_bytes(type, n), y_row = row_bytes(k->vec_dot_type, n);
           std::vector<uint8_t> x, y;
           for (int64_t r = 0; r < nr; ++r) {
