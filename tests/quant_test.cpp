@@ -407,6 +407,35 @@ TEST(QuantVecDot, FastRepackKernelsEqualReferenceExactly) {
   }
 }
 
+// SwiGLU: the SIMD ggml_v_expf gives the scalar lane emulation's floats bit for bit, over ordinary activations,
+// the overflow / underflow edges (|x| near 88 and beyond 192 ln 2 ... ) and the libm tail (n % 16).
+TEST(QuantActivation, SwigluEqualsReferenceExactly) {
+  Rng rng;
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<std::pair<const char*, void (*)(const float*, const float*, float*, int64_t)>> impls = {
+      {"avx2", avx2::swiglu_row}};
+  if (avx512) impls.push_back({"avx512", avx512::swiglu_row});
+  for (int64_t n : {16, 40, 2048, 2051}) {
+    std::vector<float> g(n), u(n), want(n), got(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const int kind = rng.integer(0, 9);
+      g[i] = kind == 0 ? rng.uniform(-200.0f, 200.0f) : kind == 1 ? rng.uniform(80.0f, 140.0f) * (rng.integer(0, 1) ? 1 : -1)
+                                                                 : rng.normal() * 4.0f;
+      u[i] = rng.normal();
+    }
+    ref::swiglu_row(g.data(), u.data(), want.data(), n);
+    for (const auto& [name, fn] : impls) {
+      fn(g.data(), u.data(), got.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << name << " n=" << n << " i=" << i << " g=" << g[i] << ": " << got[i] << " vs " << want[i];
+    }
+  }
+}
+
 // Tile kernels (many rows per call, lane per row) give exactly what their per-row kernel gives, for row counts
 // that are and are not multiples of the 8-row block, and for several tokens with distinct rows.
 TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
@@ -655,6 +684,32 @@ TEST(QuantQuantize, X86ActivationQuantizersMatch) {
 }
 
 // Weight quantizers (for building test fixtures): round trip within the type's step size.
+// The SIMD Q8_K quantizers give the reference's bytes, including the block edge cases: equal magnitudes of both
+// signs (the first one sets the scale's sign), an all-zero block, and rounding ties.
+TEST(QuantQuantize, Q8KSimdEqualsReference) {
+  Rng rng;
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<float> f(256 * 6);
+  for (float& v : f) v = rng.normal() * 3.0f;
+  f[17] = -9.5f, f[200] = 9.5f;                                      // block 0: -9.5 first
+  f[256 + 3] = 9.5f, f[256 + 100] = -9.5f;                           // block 1: +9.5 first
+  std::fill(f.begin() + 512, f.begin() + 768, 0.0f);                 // block 2: zeros
+  for (int j = 0; j < 256; ++j) f[768 + j] = (j - 128) * 0.5f;       // block 3: many .5 ties
+  for (int j = 0; j < 256; ++j) f[1024 + j] = j % 7 == 0 ? -127.0f : static_cast<float>(j % 5);
+  std::vector<uint8_t> want(row_bytes(G::Q8_K, 1536)), got(want.size());
+  ref::quantize_q8_k(f.data(), want.data(), 1536);
+  avx2::quantize_q8_k(f.data(), got.data(), 1536);
+  EXPECT_EQ(got, want) << "avx2";
+  if (avx512) {
+    std::fill(got.begin(), got.end(), 0);
+    avx512::quantize_q8_k(f.data(), got.data(), 1536);
+    EXPECT_EQ(got, want) << "avx512";
+  }
+}
+
 TEST(QuantQuantize, WeightRoundTrips) {
   Rng rng;
   const int64_t n = 2048;

@@ -278,36 +278,18 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
     flash_attn_with<AttnF32>(n, ctx);
 }
 
-// ggml_v_expf (ggml-cpu/vec.h, AVX-512 variant: what llama.cpp runs on this machine), one lane at a time: the
-// same fused multiply-adds and constants, scalef as ldexp (both exact or correctly rounded for integral n).
-float ggml_v_expf_lane(float x) {
-  const float r = 0x1.8p23f;
-  const float z = std::fma(x, 0x1.715476p+0f, r);
-  const float nn = z - r;
-  const float b = std::fma(-nn, 0x1.7f7d1cp-20f, std::fma(-nn, 0x1.62e4p-1f, x));
-  const float u = b * b;
-  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
-  if (std::fabs(nn) > 192.0f) return nn <= 0.0f ? 0.0f : INFINITY;
-  return std::ldexp(j, static_cast<int>(nn));
-}
-
-// ggml_vec_swiglu_f32: 16-lane blocks through ggml_v_silu (x / (1 + v_expf(0 - x))), the tail through
-// ggml_silu_f32 (libm expf).
+// ggml_vec_swiglu_f32 (see swiglu_row in quant.h).
 void swiglu(const Node& n, const ComputeContext& ctx) {
   const Tensor& a = *n.src[0];
   const Tensor& b = *n.src[1];
   const int64_t ne0 = a.ne[0];
   const int64_t b_rows = b.n_rows();
-  const int64_t simd_end = ne0 & ~int64_t{15};
   Range r = split(a.n_rows(), ctx.ith, ctx.nth);
   for (int64_t i = r.begin; i < r.end; ++i) {
     const float* g = row_f32(a, i);
     const float* u = row_f32(b, i % b_rows);
     float* out = row_f32_mut(*n.out, i);
-    int64_t j = 0;
-    for (; j < simd_end; ++j) out[j] = g[j] / (1.0f + ggml_v_expf_lane(0.0f - g[j])) * u[j];
-    for (; j < ne0; ++j) out[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+    swiglu_row(g, u, out, ne0);
   }
 }
 

@@ -82,6 +82,10 @@ TT_VEC_DOT_DECL(repack_gemm_q2_k);
 float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n);
 void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);
 void scale_f16(uint16_t* acc, float s, int64_t n);
+
+// ggml_vec_swiglu_f32 as llama.cpp runs it here: out = g / (1 + exp(-g)) * u, exp as ggml's AVX-512 ggml_v_expf
+// over the first n - n % 16 elements, libm expf for the rest.
+void swiglu_row(const float* g, const float* u, float* out, int64_t n);
 }  // namespace ref
 
 // Fast paths, one namespace per instruction set (files *_avx2.cpp / *_avx512.cpp). Every function here has the
@@ -103,6 +107,7 @@ void scale_f16(uint16_t* acc, float s, int64_t n);
   TT_VEC_DOT_DECL(vec_dot_iq4_xs);                                   \
   void quantize_q8_0_x86(const float* src, void* dst, int64_t n);    \
   void quantize_q8_1_x86(const float* src, void* dst, int64_t n);    \
+  void quantize_q8_k(const float* src, void* dst, int64_t n);        \
   void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n); \
   void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);  \
   TT_VEC_DOT_DECL(repack_dot_q4_0);                                  \
@@ -113,7 +118,8 @@ void scale_f16(uint16_t* acc, float s, int64_t n);
   void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);    \
   void scale_f16(uint16_t* acc, float s, int64_t n);                     \
   TT_TILE_DECL(tile_repack_gemv_q4_k);                                   \
-  TT_TILE_DECL(tile_repack_gemm_q4_k)
+  TT_TILE_DECL(tile_repack_gemm_q4_k);                                   \
+  void swiglu_row(const float* g, const float* u, float* out, int64_t n)
 
 namespace avx2 {
 TT_FAST_KERNELS_DECL;

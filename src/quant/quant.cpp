@@ -58,7 +58,7 @@ bool has_avx512_bf16() {
         ns::vec_dot_q6_k, ns::vec_dot_iq4_xs, ns::quantize_q8_0_x86, ns::quantize_q8_1_x86, ns::fp16_to_fp32_row,     \
         ns::fp32_to_fp16_row, ns::repack_dot_q4_0, ns::repack_dot_iq4_nl, ns::repack_gemv_q4_k,                      \
         ns::repack_gemm_q4_k, ns::dot_f16_double, ns::mad_f16, ns::scale_f16, ns::tile_repack_gemv_q4_k,              \
-        ns::tile_repack_gemm_q4_k                                                                                     \
+        ns::tile_repack_gemm_q4_k, ns::swiglu_row, ns::quantize_q8_k                                                  \
   }
 
 struct FastSet {
@@ -71,6 +71,8 @@ struct FastSet {
   void (*mad_f16)(uint16_t*, const uint16_t*, float, int64_t);
   void (*scale_f16)(uint16_t*, float, int64_t);
   TileFn tile_gemv_q4_k, tile_gemm_q4_k;  // null: no tile kernel (the per-row loop is used)
+  void (*swiglu_row)(const float*, const float*, float*, int64_t);
+  QuantizeRowFn q8_k_act;
 };
 
 void scalar_h2f_row(const uint16_t* src, float* dst, int64_t n) {
@@ -96,7 +98,7 @@ const FastSet& fast() {
                    ref::vec_dot_q6_k, ref::vec_dot_iq4_xs, ref::quantize_q8_0_x86, ref::quantize_q8_1_x86,
                    scalar_h2f_row,    scalar_f2h_row,      ref::repack_dot_q4_0,   ref::repack_dot_iq4_nl,
                    ref::repack_gemv_q4_k, ref::repack_gemm_q4_k, ref::dot_f16_double, ref::mad_f16,
-                   ref::scale_f16, nullptr, nullptr};
+                   ref::scale_f16, nullptr, nullptr, ref::swiglu_row, ref::quantize_q8_k};
   }();
   return set;
 }
@@ -200,7 +202,7 @@ void quantize_activations(GgmlType type, const float* src, void* dst, int64_t n)
     case GgmlType::Q8_1:
       return fast().q8_1_act(src, dst, n);
     case GgmlType::Q8_K:
-      return ref::quantize_q8_k(src, dst, n);  // ggml's x86 backend uses the reference for Q8_K
+      return fast().q8_k_act(src, dst, n);  // the bytes of the reference, which ggml's x86 backend uses
     case GgmlType::F16:
       return fast().f2h_row(src, static_cast<uint16_t*>(dst), n);
     case GgmlType::BF16:
@@ -239,6 +241,7 @@ void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) { fast().h2f_r
 float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n) { return fast().dot_f16_double(x, y, n); }
 void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n) { fast().mad_f16(acc, v, s, n); }
 void scale_f16(uint16_t* acc, float s, int64_t n) { fast().scale_f16(acc, s, n); }
+void swiglu_row(const float* g, const float* u, float* out, int64_t n) { fast().swiglu_row(g, u, out, n); }
 void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) { fast().f2h_row(src, dst, n); }
 
 }  // namespace tt

@@ -88,6 +88,10 @@ float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n);
 void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);
 void scale_f16(uint16_t* acc, float s, int64_t n);
 
+// ggml_vec_swiglu_f32 as llama.cpp computes it on this machine: out = g / (1 + exp(-g)) * u, exp as ggml's
+// AVX-512 ggml_v_expf on the first n - n % 16 elements and libm expf on the rest.
+void swiglu_row(const float* g, const float* u, float* out, int64_t n);
+
 void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* results, const void* x, uint64_t x_row_bytes,
                   const void* y);
 

@@ -269,6 +269,29 @@ void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
   *result = static_cast<float>(sum);
 }
 
+namespace {
+// ggml_v_expf (ggml-cpu/vec.h, AVX-512 variant: what llama.cpp runs on this machine), one lane at a time: the
+// same fused multiply-adds and constants, scalef as ldexp (both exact or correctly rounded for integral n).
+float ggml_v_expf_lane(float x) {
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float nn = z - r;
+  const float b = std::fma(-nn, 0x1.7f7d1cp-20f, std::fma(-nn, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (std::fabs(nn) > 192.0f) return nn <= 0.0f ? 0.0f : INFINITY;
+  return std::ldexp(j, static_cast<int>(nn));
+}
+}  // namespace
+
+void swiglu_row(const float* g, const float* u, float* out, int64_t n) {
+  const int64_t simd_end = n & ~int64_t{15};
+  int64_t j = 0;
+  for (; j < simd_end; ++j) out[j] = g[j] / (1.0f + ggml_v_expf_lane(0.0f - g[j])) * u[j];
+  for (; j < n; ++j) out[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+}
+
 float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n) {
   float r;
   vec_dot_f16(n, &r, x, y);
