@@ -407,6 +407,31 @@ TEST(QuantVecDot, FastRepackKernelsEqualReferenceExactly) {
   }
 }
 
+// The AVX-512 kernels that use 512-bit registers (Q6_K: both halves at once) keep ggml's AVX2 lane values, so
+// they equal the AVX2 build bit for bit.
+TEST(QuantVecDot, Avx512EqualsAvx2Exactly) {
+  Rng rng;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) GTEST_SKIP() << "no AVX-512";
+  struct Case {
+    G type;
+    VecDotFn a2, a512;
+  };
+  const Case cases[] = {{G::Q6_K, avx2::vec_dot_q6_k, avx512::vec_dot_q6_k},
+                        {G::Q4_K, avx2::vec_dot_q4_k, avx512::vec_dot_q4_k},
+                        {G::Q3_K, avx2::vec_dot_q3_k, avx512::vec_dot_q3_k}};
+  for (const Case& c : cases)
+    for (int64_t n : {256, 768, 4096})
+      for (int rep = 0; rep < 8; ++rep) {
+        const auto x = random_weights(c.type, n, rng, false);
+        const auto y = random_activations(find_kernels(c.type)->vec_dot_type, n, rng, false);
+        float a = 0, b = 0;
+        c.a2(n, &a, x.data(), y.data());
+        c.a512(n, &b, x.data(), y.data());
+        EXPECT_EQ(std::bit_cast<uint32_t>(a), std::bit_cast<uint32_t>(b)) << type_name(c.type) << " n=" << n;
+      }
+}
+
 // SwiGLU: the SIMD ggml_v_expf gives the scalar lane emulation's floats bit for bit, over ordinary activations,
 // the overflow / underflow edges (|x| near 88 and beyond 192 ln 2 ... ) and the libm tail (n % 16).
 TEST(QuantActivation, SwigluEqualsReferenceExactly) {
