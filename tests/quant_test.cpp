@@ -461,6 +461,38 @@ TEST(QuantActivation, SwigluEqualsReferenceExactly) {
   }
 }
 
+// A whole (token, head) of flash attention: the SIMD kernel gives the scalar reference's floats bit for bit, for
+// head sizes below, at and above one vector, over 1 to 300 cache positions in a strided (GQA) cache.
+TEST(QuantAttention, AttendF16EqualsReference) {
+  Rng rng;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no AVX2/F16C";
+  const bool avx512 = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  for (int64_t d : {4, 8, 16, 64, 80}) {
+    for (int64_t n_pos : {1, 2, 37, 300}) {
+      const int64_t kv_heads = 2, stride = kv_heads * d * 2;
+      std::vector<uint16_t> q(d), k(n_pos * kv_heads * d), v(k.size());
+      for (auto& x : q) x = fp32_to_fp16(rng.normal());
+      for (auto& x : k) x = fp32_to_fp16(rng.normal());
+      for (auto& x : v) x = fp32_to_fp16(rng.normal());
+      const auto* kb = reinterpret_cast<const uint8_t*>(k.data()) + d * 2;  // the second KV head
+      const auto* vb = reinterpret_cast<const uint8_t*>(v.data()) + d * 2;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+      std::vector<uint16_t> acc(d);
+      std::vector<float> want(d), got(d);
+      ref::attend_f16(q.data(), kb, vb, stride, n_pos, d, scale, acc.data(), want.data());
+      avx2::attend_f16(q.data(), kb, vb, stride, n_pos, d, scale, acc.data(), got.data());
+      for (int64_t i = 0; i < d; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "avx2 d=" << d << " n_pos=" << n_pos;
+      if (avx512) {
+        avx512::attend_f16(q.data(), kb, vb, stride, n_pos, d, scale, acc.data(), got.data());
+        for (int64_t i = 0; i < d; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "avx512 d=" << d;
+      }
+    }
+  }
+}
+
 // Tile kernels (many rows per call, lane per row) give exactly what their per-row kernel gives, for row counts
 // that are and are not multiples of the 8-row block, and for several tokens with distinct rows.
 TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {

@@ -178,104 +178,61 @@ void set_rows(const Node& n, const ComputeContext& ctx) {
   }
 }
 
-// K.Q as llama.cpp's flash attention computes it: every product of halves (exact in float) summed in double.
-// Measured, not assumed: llama.cpp's AVX-512 ggml_vec_dot_f16 would sum 64-element steps in four 16-lane float
-// accumulators, but only this order reproduces the reference logits bit for bit for the head_dim-64 models
-// (synth-llama-512/768, synth-qwen2), whose head_dim is the first to reach that SIMD path.
-//
-// The per-position steps of the two cache kinds. F16 (llama.cpp's default and its VKQ16 path): Q converted to
-// halves once, V accumulated and rescaled in halves -- SIMD kernels from src/quant. F32: the same in floats.
-struct AttnF16 {
-  std::vector<uint16_t> q, acc;
-  explicit AttnF16(int64_t head_dim) : q(head_dim), acc(head_dim) {}
-  void begin(const float* qin) {
-    fp32_to_fp16_row(qin, q.data(), static_cast<int64_t>(q.size()));
-    std::fill(acc.begin(), acc.end(), uint16_t{0});
-  }
-  float score(const uint8_t* k_row) const {
-    return dot_f16_double(reinterpret_cast<const uint16_t*>(k_row), q.data(), static_cast<int64_t>(q.size()));
-  }
-  void rescale(float ms) { scale_f16(acc.data(), ms, static_cast<int64_t>(acc.size())); }
-  void accumulate(const uint8_t* v_row, float vs) {
-    mad_f16(acc.data(), reinterpret_cast<const uint16_t*>(v_row), vs, static_cast<int64_t>(acc.size()));
-  }
-  void finish(float* out, float inv) const {
-    for (size_t d = 0; d < acc.size(); ++d) out[d] = fp16_to_fp32(acc[d]) * inv;
-  }
-};
-
-struct AttnF32 {
-  std::vector<float> q, acc;
-  explicit AttnF32(int64_t head_dim) : q(head_dim), acc(head_dim) {}
-  void begin(const float* qin) {
-    std::copy(qin, qin + q.size(), q.begin());
-    std::fill(acc.begin(), acc.end(), 0.0f);
-  }
-  float score(const uint8_t* k_row) const {
-    const float* k = reinterpret_cast<const float*>(k_row);
+// The per-position steps of an F32 cache (an F16 cache, llama.cpp's default, goes to the SIMD attend_f16).
+struct AttendF32Steps {
+  const float* q;
+  const uint8_t *k, *v;
+  uint64_t stride;
+  int64_t d;
+  float* acc;
+  float score(int64_t pos) const {
+    const float* kr = reinterpret_cast<const float*>(k + pos * stride);
     double sum = 0.0;
-    for (size_t d = 0; d < q.size(); ++d) sum += static_cast<double>(k[d] * q[d]);
+    for (int64_t i = 0; i < d; ++i) sum += static_cast<double>(kr[i] * q[i]);
     return static_cast<float>(sum);
   }
   void rescale(float ms) {
-    for (float& a : acc) a *= ms;
+    for (int64_t i = 0; i < d; ++i) acc[i] *= ms;
   }
-  void accumulate(const uint8_t* v_row, float vs) {
-    const float* v = reinterpret_cast<const float*>(v_row);
-    for (size_t d = 0; d < acc.size(); ++d) acc[d] = std::fma(v[d], vs, acc[d]);
-  }
-  void finish(float* out, float inv) const {
-    for (size_t d = 0; d < acc.size(); ++d) out[d] = acc[d] * inv;
+  void accumulate(int64_t pos, float vs) {
+    const float* vr = reinterpret_cast<const float*>(v + pos * stride);
+    for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(vr[i], vs, acc[i]);
   }
 };
 
-// Attention streamed over the cache with an online softmax (as ggml's flash-attention CPU kernel): for every
-// (token, head), one pass over positions [0, pos], never materialising the score matrix.
-// src: q view [head_dim, n_tokens, n_heads] (storage [head_dim, n_heads, n_tokens]), K and V cache views.
-template <typename Attn>
-void flash_attn_with(const Node& n, const ComputeContext& ctx) {
+// Attention streamed over the cache with an online softmax (attend.h): for every (token, head), one pass over
+// positions [0, pos]. src: q view [head_dim, n_tokens, n_heads] (storage [head_dim, n_heads, n_tokens]), K and V
+// cache views.
+void flash_attn(const Node& n, const ComputeContext& ctx) {
   const Tensor& q = n.src[0]->storage();
   const Tensor& kc = n.src[1]->storage();
   const Tensor& vc = n.src[2]->storage();
+  if (kc.type != vc.type) fail("flash attention: K cache {} and V cache {} differ", type_name(kc.type), type_name(vc.type));
+  const bool f16 = kc.type == GgmlType::F16;
   const int64_t head_dim = q.ne[0], n_heads = q.ne[1], n_tokens = q.ne[2];
-  const int64_t kv_width = kc.ne[0];  // n_kv_heads * head_dim
-  const int64_t n_kv_heads = kv_width / head_dim;
+  const int64_t n_kv_heads = kc.ne[0] / head_dim;
   const int64_t group = n_heads / n_kv_heads;
-  const float scale = n.params.scale;
-  const uint64_t head_bytes = kc.row_size() / n_kv_heads;  // K and V share type and width
-  Attn attn(head_dim);
+  const uint64_t stride = kc.row_size(), head_bytes = stride / n_kv_heads;  // K and V share type and width
+  std::vector<uint16_t> q16(head_dim), acc16(head_dim);
+  std::vector<float> acc32(head_dim);
   Range r = split(n_tokens * n_heads, ctx.ith, ctx.nth);
   for (int64_t item = r.begin; item < r.end; ++item) {
     const int64_t t = item / n_heads, h = item % n_heads;
-    const int64_t kvh = h / group;
-    const int64_t last = n.params.pos0 + t;  // causal: positions 0..last
-    attn.begin(q.as<const float>() + (t * n_heads + h) * head_dim);
-    float max_score = -INFINITY, sum = 0.0f;
-    for (int64_t pos = 0; pos <= last; ++pos) {
-      const float s = attn.score(kc.data + pos * kc.row_size() + kvh * head_bytes) * scale;
-      float ms = 1.0f, vs = 1.0f;
-      if (s > max_score) {
-        ms = std::exp(max_score - s);
-        max_score = s;
-        attn.rescale(ms);
-      } else {
-        vs = std::exp(s - max_score);
-      }
-      attn.accumulate(vc.data + pos * vc.row_size() + kvh * head_bytes, vs);
-      sum = std::fma(sum, ms, vs);  // S = S*ms + vs, contracted to an FMA in llama.cpp's -march=native build
+    const int64_t n_pos = n.params.pos0 + t + 1;  // causal: positions 0..pos0+t
+    const float* qin = q.as<const float>() + (t * n_heads + h) * head_dim;
+    const uint8_t* k = kc.data + (h / group) * head_bytes;
+    const uint8_t* v = vc.data + (h / group) * head_bytes;
+    float* out = n.out->as<float>() + (t * n_heads + h) * head_dim;
+    if (f16) {
+      fp32_to_fp16_row(qin, q16.data(), head_dim);  // llama.cpp converts Q to the cache type
+      attend_f16(q16.data(), k, v, stride, n_pos, head_dim, n.params.scale, acc16.data(), out);
+      continue;
     }
-    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // as ggml: V scaled by 1/S
-    attn.finish(n.out->as<float>() + (t * n_heads + h) * head_dim, inv);
+    std::fill(acc32.begin(), acc32.end(), 0.0f);
+    AttendF32Steps steps{qin, k, v, stride, head_dim, acc32.data()};
+    const float inv = attend(steps, n_pos, n.params.scale);
+    for (int64_t d = 0; d < head_dim; ++d) out[d] = acc32[d] * inv;
   }
-}
-
-void flash_attn(const Node& n, const ComputeContext& ctx) {
-  const GgmlType k = n.src[1]->storage().type, v = n.src[2]->storage().type;
-  if (k != v) fail("flash attention: K cache {} and V cache {} differ", type_name(k), type_name(v));
-  if (k == GgmlType::F16)
-    flash_attn_with<AttnF16>(n, ctx);
-  else
-    flash_attn_with<AttnF32>(n, ctx);
 }
 
 // ggml_vec_swiglu_f32 (see swiglu_row in quant.h).

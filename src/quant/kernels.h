@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "quant/attend.h"
+
 namespace tt {
 
 #define TT_VEC_DOT_DECL(name) void name(int64_t n, float* result, const void* x, const void* y)
@@ -79,9 +81,13 @@ TT_VEC_DOT_DECL(repack_gemm_q2_k);
 
 // Flash attention over an F16 cache, as llama.cpp computes it: K.Q as products of halves summed in double in
 // element order; V accumulated in halves (acc = f16(fma(v, s, acc))), rescaled in halves (acc = f16(acc * s)).
+// Measured, not assumed: llama.cpp's AVX-512 ggml_vec_dot_f16 would sum 64-element steps in four 16-lane float
+// accumulators, but only the double sum reproduces the reference logits bit for bit for the head_dim-64 models
+// (synth-llama-512/768, synth-qwen2), whose head_dim is the first to reach that SIMD path.
 float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n);
 void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);
 void scale_f16(uint16_t* acc, float s, int64_t n);
+TT_ATTEND_F16_DECL(attend_f16);
 
 // ggml_vec_swiglu_f32 as llama.cpp runs it here: out = g / (1 + exp(-g)) * u, exp as ggml's AVX-512 ggml_v_expf
 // over the first n - n % 16 elements, libm expf for the rest.
@@ -117,6 +123,9 @@ void swiglu_row(const float* g, const float* u, float* out, int64_t n);
   float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n); \
   void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);    \
   void scale_f16(uint16_t* acc, float s, int64_t n);                     \
+  TT_ATTEND_F16_DECL(attend_f16);                                        \
+  TT_TILE_DECL(tile_repack_q4_0);                                        \
+  TT_TILE_DECL(tile_repack_iq4_nl);                                      \
   TT_TILE_DECL(tile_repack_gemv_q4_k);                                   \
   TT_TILE_DECL(tile_repack_gemm_q4_k);                                   \
   void swiglu_row(const float* g, const float* u, float* out, int64_t n)

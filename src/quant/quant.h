@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "gguf/ggml_type.h"
+#include "quant/attend.h"
 
 namespace tt {
 
@@ -87,6 +88,8 @@ void dot_tile(VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x, ui
 float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n);
 void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);
 void scale_f16(uint16_t* acc, float s, int64_t n);
+// A whole (token, head) of flash attention over an F16 cache (see attend.h), fastest path for this CPU.
+TT_ATTEND_F16_DECL(attend_f16);
 
 // ggml_vec_swiglu_f32 as llama.cpp computes it on this machine: out = g / (1 + exp(-g)) * u, exp as ggml's
 // AVX-512 ggml_v_expf on the first n - n % 16 elements and libm expf on the rest.

@@ -7,6 +7,7 @@
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
+#include "quant/attend.h"
 #include "quant/kernels.h"
 #include "core/error.h"
 #include "quant/x86_reduce.h"
@@ -267,6 +268,13 @@ void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
   *result = static_cast<float>(sum);
+}
+
+TT_ATTEND_F16_DECL(attend_f16) {
+  for (int64_t i = 0; i < d; ++i) acc[i] = 0;
+  AttendF16Steps<dot_f16_double, scale_f16, mad_f16> steps{q, k, v, stride, d, acc};
+  const float inv = attend(steps, n_pos, scale);
+  for (int64_t i = 0; i < d; ++i) out[i] = fp16_to_fp32(acc[i]) * inv;
 }
 
 namespace {
