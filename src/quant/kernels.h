@@ -125,6 +125,7 @@ void swiglu_row(const float* g, const float* u, float* out, int64_t n);
   void scale_f16(uint16_t* acc, float s, int64_t n);                     \
   TT_ATTEND_F16_DECL(attend_f16);                                        \
   TT_TILE_DECL(tile_q8_0);                                               \
+  TT_TILE_DECL(tile_q6_k);                                               \
   TT_TILE_DECL(tile_repack_q4_0);                                        \
   TT_TILE_DECL(tile_repack_iq4_nl);                                      \
   TT_TILE_DECL(tile_repack_gemv_q4_k);                                   \

@@ -59,7 +59,7 @@ bool has_avx512_bf16() {
         ns::fp32_to_fp16_row, ns::repack_dot_q4_0, ns::repack_dot_iq4_nl, ns::repack_gemv_q4_k,                      \
         ns::repack_gemm_q4_k, ns::dot_f16_double, ns::mad_f16, ns::scale_f16, ns::tile_repack_gemv_q4_k,              \
         ns::tile_repack_gemm_q4_k, ns::swiglu_row, ns::quantize_q8_k, ns::tile_repack_q4_0, ns::tile_repack_iq4_nl,   \
-        ns::attend_f16, ns::tile_q8_0                                                                                 \
+        ns::attend_f16, ns::tile_q8_0, ns::tile_q6_k                                                                  \
   }
 
 struct FastSet {
@@ -76,7 +76,7 @@ struct FastSet {
   QuantizeRowFn q8_k_act;
   TileFn tile_q4_0, tile_iq4_nl;
   TT_ATTEND_F16_DECL((*attend_f16));
-  TileFn tile_q8_0;
+  TileFn tile_q8_0, tile_q6_k;
 };
 
 void scalar_h2f_row(const uint16_t* src, float* dst, int64_t n) {
@@ -103,7 +103,7 @@ const FastSet& fast() {
                    scalar_h2f_row,    scalar_f2h_row,      ref::repack_dot_q4_0,   ref::repack_dot_iq4_nl,
                    ref::repack_gemv_q4_k, ref::repack_gemm_q4_k, ref::dot_f16_double, ref::mad_f16,
                    ref::scale_f16, nullptr, nullptr, ref::swiglu_row, ref::quantize_q8_k, nullptr, nullptr,
-                   ref::attend_f16, nullptr};
+                   ref::attend_f16, nullptr, nullptr};
   }();
   return set;
 }
@@ -232,6 +232,7 @@ TileFn find_tile(VecDotFn dot) {
   if (dot == f.repack_gemm_q4_k) return f.tile_gemm_q4_k;
   if (dot == f.repack_q4_0) return f.tile_q4_0;
   if (dot == f.q8_0) return f.tile_q8_0;
+  if (dot == f.q6_k) return f.tile_q6_k;
   if (dot == f.repack_iq4_nl) return f.tile_iq4_nl;
   return nullptr;
 }
