@@ -245,7 +245,9 @@ async function measure(dir) {
     check(r.graph_nodes > 300 && (await page.locator('#graph-svg g.node').count()) === g.graph.nodes.length,
       `measure: graph shows all ${g.graph.nodes.length} nodes`);
 
-    // timeline: zoom into one step (single spans instead of per-pixel aggregates)
+    // timeline: the whole run (per-pixel aggregates), then zoom into one step (single spans)
+    r.timeline_whole_run_ms = await timed(page, `document.querySelector('#timeline button:nth-of-type(1)').click()`,
+      `return document.querySelector('#timeline-canvas').dataset.mode === 'buckets'`);
     r.timeline_zoom_step_ms = await timed(page, `document.querySelector('#timeline button:nth-of-type(2)').click()`,
       `return document.querySelector('#timeline-canvas').dataset.mode === 'spans'`);
     check(Number(await page.getAttribute('#timeline-canvas', 'data-drawn')) > 0, 'measure: timeline drew spans');

@@ -74,6 +74,7 @@ export function graphView(ctx: Ctx): HTMLElement {
         } else {
           next = await ctx.api.graph(step);
           graphs.set(next.graph_id, next.graph);
+          layoutAllWhenIdle(next);
         }
       }
     } catch (e) { info.textContent = `error: ${(e as Error).message}`; return; }
@@ -90,6 +91,13 @@ export function graphView(ctx: Ctx): HTMLElement {
     if (fresh) { render(); fitView(); } else markSelection();
     svg.dataset.layoutMs = (performance.now() - t0).toFixed(1);
     info.textContent = `step ${step} · graph ${resp.graph_id} · ${layout.nodes.size} of ${resp.graph.nodes.length} nodes, ${layout.edges.length} edges`;
+  }
+
+  // The all-layers layout of a newly seen graph (20-50 ms for 500 nodes) is computed while the page is idle, so
+  // switching to all layers then only renders.
+  function layoutAllWhenIdle(r: GraphResp) {
+    const idle = window.requestIdleCallback ?? ((f: () => void) => setTimeout(f, 200));
+    idle(() => { layoutFor(r, 'all'); });
   }
 
   function isSelected(id: string, n: GraphNode): boolean {

@@ -12,7 +12,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
   let abort: AbortController | null = null;
   const colorSel = el('select', { id: 'timeline-color', 'aria-label': 'color by' },
     el('option', { value: 'op' }, 'color by op kind'), el('option', { value: 'layer' }, 'color by layer'));
-  const fit = el('button', { onclick: () => setWindow(total) }, 'whole run');
+  const fit = el('button', { onclick: () => setWindow(total, true) }, 'whole run');
   const stepBtn = el('button', { onclick: () => zoomToStep(ctx.store.sel.step) }, 'zoom to step');
   const info = el('span', { class: 'muted' });
   const { root, body } = panel('timeline', 'Timeline', colorSel, fit, stepBtn, info);
@@ -22,17 +22,18 @@ export function timelineView(ctx: Ctx): HTMLElement {
   const threads = Math.max(1, ctx.info.derived.threads);
   const height = TOP + threads * LANE + BOTTOM;
 
-  function setWindow(w: [number, number]) {
+  // `now`: a single jump (button, selection) fetches at once; wheel and drag moves are coalesced first
+  function setWindow(w: [number, number], now = false) {
     ctx.timeWindow = [Math.max(total[0], w[0]), Math.min(total[1], Math.max(w[0] + 50, w[1]))];
     redraw();
-    loadSoon();
+    if (now) load(); else loadSoon();
     for (const f of ctx.onTimeWindow) f();
   }
   function zoomToStep(s: number) {
     const t = ctx.stepTimes[s];
     if (!t) return;
     const pad = (t[1] - t[0]) * 0.03;
-    setWindow([t[0] - pad, t[1] + pad]);
+    setWindow([t[0] - pad, t[1] + pad], true);
   }
 
   async function load() {
@@ -176,7 +177,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
   ctx.store.on('step', () => {
     const t = ctx.stepTimes[ctx.store.sel.step];
     const [t0, t1] = ctx.timeWindow;
-    if (t && (t[0] > t1 || t[1] < t0)) { const span = t1 - t0; setWindow([t[0] - span * 0.1, t[0] + span * 0.9]); } else redraw();
+    if (t && (t[0] > t1 || t[1] < t0)) { const span = t1 - t0; setWindow([t[0] - span * 0.1, t[0] + span * 0.9], true); } else redraw();
   });
   ctx.store.on('op', () => {
     const op = ctx.store.sel.op;
@@ -185,7 +186,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
       const dur = op.end_ns - op.start_ns;
       if (op.start_ns < t0 || op.end_ns > t1 || data?.mode !== 'spans') {
         const st = ctx.stepTimes[op.step];
-        if (st) setWindow([st[0], st[1]]); else setWindow([op.start_ns - dur * 20, op.end_ns + dur * 20]);
+        if (st) setWindow([st[0], st[1]], true); else setWindow([op.start_ns - dur * 20, op.end_ns + dur * 20], true);
         return;
       }
     }
