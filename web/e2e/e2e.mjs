@@ -248,6 +248,11 @@ async function measure(dir) {
     // timeline: the whole run (per-pixel aggregates), then zoom into one step (single spans)
     r.timeline_whole_run_ms = await timed(page, `document.querySelector('#timeline button:nth-of-type(1)').click()`,
       `return document.querySelector('#timeline-canvas').dataset.mode === 'buckets'`);
+    // wheel zoom into 64 % of the run: the server aggregates ~500k spans per pixel (after the 50 ms wheel debounce)
+    r.timeline_wheel_zoom_wide_ms = await timed(page, `const c = document.querySelector('#timeline-canvas'); const b = c.getBoundingClientRect();
+      window.__ttBefore = c.dataset.window;
+      c.dispatchEvent(new WheelEvent('wheel', { deltaY: -300, clientX: b.left + b.width / 2, clientY: b.top + 30, bubbles: true, cancelable: true }));`,
+      `const d = document.querySelector('#timeline-canvas').dataset; return d.window !== window.__ttBefore && d.mode === 'buckets'`);
     r.timeline_zoom_step_ms = await timed(page, `document.querySelector('#timeline button:nth-of-type(2)').click()`,
       `return document.querySelector('#timeline-canvas').dataset.mode === 'spans'`);
     check(Number(await page.getAttribute('#timeline-canvas', 'data-drawn')) > 0, 'measure: timeline drew spans');

@@ -104,7 +104,9 @@ export function drawHeatRow(g: CanvasRenderingContext2D, values: number[], max: 
   return { nonzero, sum };
 }
 
-export function cssWidth(c: HTMLCanvasElement): number { return parseFloat(c.style.width) || c.clientWidth; }
+// The canvas's width in CSS pixels; before its first draw, the width fitCanvas will give it (a canvas's own default
+// is 300 px: the first heatmap and timeline were fetched at that resolution).
+export function cssWidth(c: HTMLCanvasElement): number { return parseFloat(c.style.width) || Math.max(50, containerWidth(c)); }
 
 const tip = () => document.getElementById('tooltip') as HTMLDivElement;
 

@@ -83,8 +83,7 @@ export function graphView(ctx: Ctx): HTMLElement {
     timing.clear();
     for (const t of resp.timing) timing.set(t[0], t);
     const t0 = performance.now();
-    const lay = layerSel.value === 'all' ? 'all' : layerSel.value === 'none' ? null : Number(layerSel.value);
-    const nextLayout = layoutFor(resp, lay);
+    const nextLayout = layoutFor(resp, currentLayer());
     const fresh = layout !== nextLayout;
     layout = nextLayout;
     // the same layout: only the selection outline can differ, the nodes stay in the DOM
@@ -93,11 +92,35 @@ export function graphView(ctx: Ctx): HTMLElement {
     info.textContent = `step ${step} · graph ${resp.graph_id} · ${layout.nodes.size} of ${resp.graph.nodes.length} nodes, ${layout.edges.length} edges`;
   }
 
+  // The other graphs of the run (a run has a few: the prompt's and the generation steps') are fetched and laid out
+  // for the shown layer while the page is idle, so the first step into them costs no more than any other.
+  function prefetchGraphsWhenIdle() {
+    const stepGraph: number[] = (ctx.info.derived as any).step_graph ?? [];
+    const firstStep = new Map<number, number>();
+    stepGraph.forEach((gid, step) => { if (gid >= 0 && !firstStep.has(gid)) firstStep.set(gid, step); });
+    const idle = window.requestIdleCallback ?? ((f: () => void) => setTimeout(f, 200));
+    for (const [gid, step] of firstStep) {
+      if (graphs.has(gid)) continue;
+      idle(() => {
+        if (graphs.has(gid)) return;
+        ctx.api.graph(step).then((r) => {
+          if (graphs.has(gid)) return;
+          graphs.set(gid, r.graph);
+          idle(() => { layoutFor(r, currentLayer()); layoutAllWhenIdle(r); });
+        }).catch(() => {});  // only ahead of time: a failure shows when the step is selected
+      });
+    }
+  }
+
   // The all-layers layout of a newly seen graph (20-50 ms for 500 nodes) is computed while the page is idle, so
   // switching to all layers then only renders.
   function layoutAllWhenIdle(r: GraphResp) {
     const idle = window.requestIdleCallback ?? ((f: () => void) => setTimeout(f, 200));
     idle(() => { layoutFor(r, 'all'); });
+  }
+
+  function currentLayer(): number | null | 'all' {
+    return layerSel.value === 'all' ? 'all' : layerSel.value === 'none' ? null : Number(layerSel.value);
   }
 
   function isSelected(id: string, n: GraphNode): boolean {
@@ -258,6 +281,6 @@ export function graphView(ctx: Ctx): HTMLElement {
     const name = ctx.store.sel.tensor;
     if (name && layout) for (const [id, p] of layout.nodes) if (p.n.name === name) { centerOn(id); break; }
   });
-  (root as any).start = load;
+  (root as any).start = () => load().then(prefetchGraphsWhenIdle);
   return root;
 }

@@ -26,7 +26,7 @@ export function heatmapView(ctx: Ctx): HTMLElement {
   // Responses by request: the run does not change while served, so stepping back, replaying or toggling the mode
   // reuses them; the next step is fetched ahead while stepping one at a time (keys, playback).
   const cache = new Map<string, Promise<HeatData>>();
-  const CACHE_SIZE = 256;
+  const CACHE_SIZE = 64;  // answers of ~40 kB JSON each
   let generation = 0;
   let lastStep = ctx.store.sel.step;
 

@@ -36,12 +36,23 @@ export function timelineView(ctx: Ctx): HTMLElement {
     setWindow([t[0] - pad, t[1] + pad], true);
   }
 
+  // Answers by window: the whole run (aggregating every span takes the server 40-100 ms) and the steps zoomed into
+  // come back often; the run does not change while served.
+  const cache = new Map<string, Spans>();
+  const CACHE_SIZE = 32;
+
   async function load() {
     abort?.abort();
-    abort = new AbortController();
     const [t0, t1] = ctx.timeWindow;
+    const q = { t0: Math.floor(t0), t1: Math.ceil(t1), px: Math.round(cssWidth(canvas) || 1000), limit: 30000 };
+    const key = `${q.t0}|${q.t1}|${q.px}`;
+    const hit = cache.get(key);
+    if (hit) { data = hit; draw(); return; }
+    abort = new AbortController();
     try {
-      data = await ctx.api.spans({ t0: Math.floor(t0), t1: Math.ceil(t1), px: Math.round(cssWidth(canvas) || 1000), limit: 30000 }, abort.signal);
+      data = await ctx.api.spans(q, abort.signal);
+      cache.set(key, data);
+      if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
       draw();
     } catch (e) {
       if ((e as Error).name !== 'AbortError') info.textContent = `error: ${(e as Error).message}`;
@@ -103,6 +114,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
     for (let th = 0; th < threads; th++) { g.fillStyle = '#d6dde6'; g.fillText(`T${th}`, 3, TOP + th * LANE + 6); }
     canvas.dataset.drawn = String(drawn);
     canvas.dataset.mode = data?.mode ?? '';
+    canvas.dataset.window = data ? `${data.t0}-${data.t1}` : '';  // the window of the spans drawn (tests)
     info.textContent = `${formatNs(t0)} – ${formatNs(t1)} · ${data?.count ?? 0} spans${data?.mode === 'buckets' ? ' (aggregated per pixel: zoom in for single ops)' : ''}`;
   }
   const redraw = rafThrottle(draw);
