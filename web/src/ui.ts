@@ -154,6 +154,21 @@ export function rafThrottle(fn: () => void): () => void {
   };
 }
 
+// Runs fn at once for the first call of a burst (a single wheel notch answers without waiting), then once more
+// `ms` after the burst's last call if there were more (continuous wheeling or dragging: one trailing run).
+export function leadingDebounce(fn: () => void, ms: number): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let more = false;
+  const settle = () => {
+    timer = undefined;
+    if (more) { more = false; fn(); }
+  };
+  return () => {
+    if (timer === undefined) fn(); else { more = true; clearTimeout(timer); }
+    timer = setTimeout(settle, ms);
+  };
+}
+
 export function debounce<T extends unknown[]>(fn: (...a: T) => void, ms: number): (...a: T) => void {
   let h: ReturnType<typeof setTimeout> | undefined;
   return (...a: T) => { if (h) clearTimeout(h); h = setTimeout(() => fn(...a), ms); };

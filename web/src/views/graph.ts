@@ -49,7 +49,7 @@ export function graphView(ctx: Ctx): HTMLElement {
   }
 
   // Graphs by id (a run has a few: the prompt's and the generation steps'), so a step change fetches only that
-  // step's timing rows; one load per step and layer at a time (a table click asks twice: step, then op).
+  // step's timing rows, after showing it; one load per step and layer at a time (a table click asks twice).
   const graphs = new Map<number, GraphResp['graph']>();
   let loading: Promise<void> | null = null, loadingKey = '';
   function load(): Promise<void> {
@@ -63,33 +63,45 @@ export function graphView(ctx: Ctx): HTMLElement {
 
   async function loadNow() {
     const step = ctx.store.sel.step;
-    let next = resp;
+    if (resp && resp.step === step) { show(); return; }
+    const gid: number | undefined = (ctx.info.derived as any).step_graph?.[step];
+    const known = gid === undefined ? undefined : graphs.get(gid);
+    if (known && gid !== undefined) {
+      // A known graph is shown at once; the step's timing rows (tooltips, node clicks) follow without delaying it.
+      const shown: GraphResp = { step, graph_id: gid, graph: known, timing: [] };
+      resp = shown;
+      timing.clear();
+      show();
+      ctx.api.graph(step, true).then((t) => {
+        if (resp !== shown) return;
+        shown.timing = t.timing;
+        for (const r of t.timing) timing.set(r[0], r);
+      }).catch((e) => { info.textContent = `error: ${(e as Error).message}`; });
+      return;
+    }
+    let next: GraphResp;
     try {
-      const gid: number | undefined = (ctx.info.derived as any).step_graph?.[step];
-      if (!resp || resp.step !== step) {
-        const known = gid === undefined ? undefined : graphs.get(gid);
-        if (known) {
-          const t = await ctx.api.graph(step, true);  // a known graph: only this step's timing
-          next = { ...t, graph: known };
-        } else {
-          next = await ctx.api.graph(step);
-          graphs.set(next.graph_id, next.graph);
-          layoutAllWhenIdle(next);
-        }
-      }
+      next = await ctx.api.graph(step);
     } catch (e) { info.textContent = `error: ${(e as Error).message}`; return; }
-    if (ctx.store.sel.step !== step || !next) return;  // a newer step was selected meanwhile
+    graphs.set(next.graph_id, next.graph);
+    layoutAllWhenIdle(next);
+    if (ctx.store.sel.step !== step) return;  // a newer step was selected meanwhile
     resp = next;
     timing.clear();
     for (const t of resp.timing) timing.set(t[0], t);
+    show();
+  }
+
+  // Lays out (cached) and draws the current graph and layer; the same layout only moves the selection outline.
+  function show() {
+    if (!resp) return;
     const t0 = performance.now();
     const nextLayout = layoutFor(resp, currentLayer());
     const fresh = layout !== nextLayout;
     layout = nextLayout;
-    // the same layout: only the selection outline can differ, the nodes stay in the DOM
     if (fresh) { render(); fitView(); } else markSelection();
     svg.dataset.layoutMs = (performance.now() - t0).toFixed(1);
-    info.textContent = `step ${step} · graph ${resp.graph_id} · ${layout.nodes.size} of ${resp.graph.nodes.length} nodes, ${layout.edges.length} edges`;
+    info.textContent = `step ${resp.step} · graph ${resp.graph_id} · ${layout.nodes.size} of ${resp.graph.nodes.length} nodes, ${layout.edges.length} edges`;
   }
 
   // The other graphs of the run (a run has a few: the prompt's and the generation steps') are fetched and laid out

@@ -3,7 +3,7 @@
 import type { Heatmap as HeatData } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, layerColor, shapeString, tensorAt, tensorColor, zoomWindow, panWindow, CATEGORY_LIGHTNESS } from '../transforms';
-import { el, esc, fitCanvas, cssWidth, drawHeatRow, hideTip, panel, showTip, rafThrottle, debounce } from '../ui';
+import { el, esc, fitCanvas, cssWidth, drawHeatRow, hideTip, panel, showTip, rafThrottle, debounce, leadingDebounce } from '../ui';
 
 const ROW = { axis: 14, layoutY: 18, layoutH: 30, heatY: 52, heatH: 44, kvY: 124, trackH: 34, actY: 200, total: 250 };
 
@@ -63,7 +63,7 @@ export function heatmapView(ctx: Ctx): HTMLElement {
       if (my === generation) totals.textContent = `error: ${(e as Error).message}`;
     }
   }
-  const loadSoon = debounce(load, 60);
+  const loadSoon = leadingDebounce(load, 60);
 
   function draw() {
     const g = fitCanvas(canvas, ROW.total);

@@ -2,7 +2,7 @@
 import type { Spans } from '../api';
 import type { Ctx } from '../context';
 import { formatNs, layerColor, OP_COLORS, OP_KINDS, Scale, stepAtTime } from '../transforms';
-import { cssWidth, debounce, el, esc, fitCanvas, hideTip, panel, rafThrottle, showTip } from '../ui';
+import { cssWidth, debounce, el, esc, fitCanvas, hideTip, panel, rafThrottle, showTip, leadingDebounce } from '../ui';
 
 const LANE = 22, TOP = 18, BOTTOM = 6;
 
@@ -58,7 +58,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
       if ((e as Error).name !== 'AbortError') info.textContent = `error: ${(e as Error).message}`;
     }
   }
-  const loadSoon = debounce(load, 50);
+  const loadSoon = leadingDebounce(load, 50);
 
   function color(op: number, layer: number): string {
     return colorSel.value === 'op' ? OP_COLORS[OP_KINDS[op]] ?? '#888' : layerColor(layer < 0 ? null : layer, ctx.nLayers);
