@@ -137,41 +137,47 @@ function orderRanks(slots: Slot[], slotRank: number[], nRanks: number, sweeps: n
   const byRank = slots.map((_, i) => i).sort((a, b) => slotRank[a] - slotRank[b] || a - b);
   for (const v of byRank) if (!seen[v]) visit(v);
 
-  const pos = new Array<number>(slots.length).fill(0);
-  const index = () => { for (const r of order) r.forEach((v, i) => { pos[v] = i; }); };
-  index();
-  let best = order.map((r) => [...r]);
+  const pos = new Float64Array(slots.length);
+  const bary = new Float64Array(slots.length);
+  for (const r of order) r.forEach((v, i) => { pos[v] = i; });
+  let best = order.map((r) => r.slice());
   let bestCrossings = crossings(slots, order, pos);
   for (let s = 0; s < sweeps; s++) {
     const down = s % 2 === 0;
     for (let k = 1; k < nRanks; k++) {
-      const r = down ? k : nRanks - 1 - k;
-      const bary = new Map<number, number>();
-      for (const v of order[r]) {
+      const r = order[down ? k : nRanks - 1 - k];
+      for (const v of r) {
         const nb = down ? slots[v].preds : slots[v].succs;
-        bary.set(v, nb.length ? nb.reduce((a, w) => a + pos[w], 0) / nb.length : pos[v]);
+        let sum = 0;
+        for (const w of nb) sum += pos[w];
+        bary[v] = nb.length ? sum / nb.length : pos[v];
       }
-      order[r].sort((a, b) => bary.get(a)! - bary.get(b)! || pos[a] - pos[b]);
-      order[r].forEach((v, i) => { pos[v] = i; });
+      r.sort((a, b) => bary[a] - bary[b] || pos[a] - pos[b]);
+      for (let i = 0; i < r.length; i++) pos[r[i]] = i;
     }
     const c = crossings(slots, order, pos);
-    if (c < bestCrossings) { bestCrossings = c; best = order.map((r) => [...r]); }
+    if (c < bestCrossings) { bestCrossings = c; best = order.map((r) => r.slice()); }
   }
   return best;
 }
 
 // Edge crossings between consecutive ranks (counted by insertion into a Fenwick tree).
-function crossings(slots: Slot[], order: number[][], pos: number[]): number {
+function crossings(slots: Slot[], order: number[][], pos: Float64Array): number {
   let total = 0;
+  const targets: number[] = [];
   for (let r = 0; r + 1 < order.length; r++) {
     const below = order[r + 1].length;
     if (!below) continue;
-    const targets: number[] = [];
+    targets.length = 0;
     for (const v of order[r]) {
-      const ts = slots[v].succs.map((w) => pos[w]).sort((a, b) => a - b);
-      targets.push(...ts);
+      const succs = slots[v].succs;
+      if (succs.length === 1) { targets.push(pos[succs[0]]); continue; }
+      const from = targets.length;
+      for (const w of succs) targets.push(pos[w]);
+      for (let i = from + 1; i < targets.length; i++)  // insertion sort: a node has few outputs
+        for (let j = i; j > from && targets[j - 1] > targets[j]; j--) [targets[j - 1], targets[j]] = [targets[j], targets[j - 1]];
     }
-    const tree = new Array<number>(below + 1).fill(0);
+    const tree = new Int32Array(below + 1);
     let seen = 0;
     for (const t of targets) {
       let greater = seen;  // seen so far minus those at positions <= t
@@ -187,9 +193,11 @@ function crossings(slots: Slot[], order: number[][], pos: number[]): number {
 // x of every slot: alternately pulled to the mean x of its predecessors and of its successors, then the rank is
 // fitted to those targets in order with the minimum spacing (weighted isotonic regression, pool adjacent
 // violators). Dummy points weigh more, so long edges run straight.
-function positionX(slots: Slot[], order: number[][], nReal: number, o: LayoutOptions): number[] {
-  const x = new Array<number>(slots.length).fill(0);
+function positionX(slots: Slot[], order: number[][], nReal: number, o: LayoutOptions): Float64Array {
+  const x = new Float64Array(slots.length);
   const gap = (a: number, b: number) => slots[a].width / 2 + slots[b].width / 2 + (a < nReal && b < nReal ? o.nodesep : o.edgesep);
+  const widest = Math.max(0, ...order.map((r) => r.length));
+  const values = new Float64Array(widest), weights = new Float64Array(widest), offsets = new Float64Array(widest);
   for (const r of order) {
     let cur = 0;
     r.forEach((v, i) => { if (i) cur += gap(r[i - 1], v); x[v] = cur; });
@@ -197,38 +205,43 @@ function positionX(slots: Slot[], order: number[][], nReal: number, o: LayoutOpt
   const passes = 8;
   for (let p = 0; p < passes; p++) {
     const down = p % 2 === 0;
-    const ranks = down ? order : [...order].reverse();
-    for (const r of ranks) {
+    for (let k = 0; k < order.length; k++) {
+      const r = order[down ? k : order.length - 1 - k];
       if (!r.length) continue;
-      const target = r.map((v) => {
+      for (let i = 0; i < r.length; i++) {
+        const v = r[i];
+        offsets[i] = i ? offsets[i - 1] + gap(r[i - 1], v) : 0;
         const nb = down ? slots[v].preds : slots[v].succs;
         const all = nb.length ? nb : (down ? slots[v].succs : slots[v].preds);
-        return all.length ? all.reduce((a, w) => a + x[w], 0) / all.length : x[v];
-      });
-      const weight = r.map((v) => (v >= nReal ? 4 : 1));
-      const offsets = [0];
-      for (let i = 1; i < r.length; i++) offsets.push(offsets[i - 1] + gap(r[i - 1], r[i]));
-      const fitted = isotonic(target.map((t, i) => t - offsets[i]), weight);
-      r.forEach((v, i) => { x[v] = fitted[i] + offsets[i]; });
+        let sum = 0;
+        for (const w of all) sum += x[w];
+        values[i] = (all.length ? sum / all.length : x[v]) - offsets[i];
+        weights[i] = v >= nReal ? 4 : 1;
+      }
+      const fitted = isotonic(values, weights, r.length);
+      for (let i = 0; i < r.length; i++) x[r[i]] = fitted[i] + offsets[i];
     }
   }
   return x;
 }
 
 // The non-decreasing sequence closest to `values` in weighted least squares (pool adjacent violators).
-export function isotonic(values: number[], weights: number[]): number[] {
-  const mean: number[] = [], weight: number[] = [], count: number[] = [];
-  values.forEach((v, i) => {
-    mean.push(v); weight.push(weights[i]); count.push(1);
-    while (mean.length > 1 && mean[mean.length - 2] > mean[mean.length - 1]) {
-      const w = weight[weight.length - 2] + weight[weight.length - 1];
-      const m = (mean[mean.length - 2] * weight[weight.length - 2] + mean[mean.length - 1] * weight[weight.length - 1]) / w;
-      const c = count[count.length - 2] + count[count.length - 1];
-      mean.length -= 1; weight.length -= 1; count.length -= 1;
-      mean[mean.length - 1] = m; weight[weight.length - 1] = w; count[count.length - 1] = c;
+export function isotonic(values: ArrayLike<number>, weights: ArrayLike<number>, n = values.length): Float64Array {
+  // blocks of pooled values: mean, total weight and length, as a stack
+  const mean = new Float64Array(n), weight = new Float64Array(n), count = new Int32Array(n);
+  let top = -1;
+  for (let i = 0; i < n; i++) {
+    top++;
+    mean[top] = values[i]; weight[top] = weights[i]; count[top] = 1;
+    while (top > 0 && mean[top - 1] > mean[top]) {
+      const w = weight[top - 1] + weight[top];
+      mean[top - 1] = (mean[top - 1] * weight[top - 1] + mean[top] * weight[top]) / w;
+      weight[top - 1] = w;
+      count[top - 1] += count[top];
+      top--;
     }
-  });
-  const out: number[] = [];
-  mean.forEach((m, k) => { for (let j = 0; j < count[k]; j++) out.push(m); });
+  }
+  const out = new Float64Array(n);
+  for (let k = 0, i = 0; k <= top; k++) for (let j = 0; j < count[k]; j++) out[i++] = mean[k];
   return out;
 }

@@ -34,9 +34,10 @@ describe('assignRanks', () => {
 
 describe('isotonic', () => {
   it('keeps an increasing sequence and pools violators to their weighted mean', () => {
-    expect(isotonic([1, 2, 3], [1, 1, 1])).toEqual([1, 2, 3]);
-    expect(isotonic([3, 1, 5], [1, 1, 1])).toEqual([2, 2, 5]);
-    expect(isotonic([4, 0], [3, 1])).toEqual([3, 3]);
+    expect(Array.from(isotonic([1, 2, 3], [1, 1, 1]))).toEqual([1, 2, 3]);
+    expect(Array.from(isotonic([3, 1, 5], [1, 1, 1]))).toEqual([2, 2, 5]);
+    expect(Array.from(isotonic([4, 0], [3, 1]))).toEqual([3, 3]);
+    expect(Array.from(isotonic([5, 4, 3, 9], [1, 1, 1, 1], 3))).toEqual([4, 4, 4]);  // only the first n
   });
 });
 

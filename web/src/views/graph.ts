@@ -2,7 +2,7 @@
 // inputs and the edges in and out. Click a node to select its op (or a weight leaf to select the tensor).
 import type { GraphResp } from '../api';
 import type { Ctx } from '../context';
-import { layeredLayout } from '../layout';
+import { layeredLayout, type LayeredLayout } from '../layout';
 import { filterGraph, formatNs, OP_COLORS, shapeString, tensorColor, type GraphEdge, type GraphNode } from '../transforms';
 import { el, esc, hideTip, panel, rafThrottle, showTip, whenVisible } from '../ui';
 
@@ -33,19 +33,52 @@ export function graphView(ctx: Ctx): HTMLElement {
   const layouts = new Map<string, Layout>();
   const timing = new Map<number, number[]>();  // node index -> [node, start, end, thread, i]
 
-  function layoutFor(r: GraphResp, layer: number | null | 'all'): Layout {
-    const key = `${r.graph_id}:${layer}`;
-    const cached = layouts.get(key);
-    if (cached) return cached;
-    const f = filterGraph(r.graph.nodes as GraphNode[], r.graph.edges as GraphEdge[], layer);
-    const placed = layeredLayout(f.nodes.map((n) => ({ id: n.id, width: Math.max(70, Math.min(190, n.name.length * 6.4 + 16)), height: 30 })),
-      f.edges);
+  const layoutInput = (f: ReturnType<typeof filterGraph>) =>
+    f.nodes.map((n) => ({ id: n.id, width: Math.max(70, Math.min(190, n.name.length * 6.4 + 16)), height: 30 }));
+  function toLayout(f: ReturnType<typeof filterGraph>, placed: LayeredLayout): Layout {
     const nodes = new Map<string, { x: number; y: number; w: number; h: number; n: GraphNode }>();
     for (const n of f.nodes) { const p = placed.nodes.get(n.id)!; nodes.set(n.id, { x: p.x, y: p.y, w: p.width, h: p.height, n }); }
     const edges = f.edges.map((e, k) => ({ e, points: placed.edgePoints[k] }));
-    const l = { nodes, edges, width: placed.width, height: placed.height, boundary: f.boundary };
-    layouts.set(key, l);
+    return { nodes, edges, width: placed.width, height: placed.height, boundary: f.boundary };
+  }
+  const filtered = (r: GraphResp, layer: number | null | 'all') =>
+    filterGraph(r.graph.nodes as GraphNode[], r.graph.edges as GraphEdge[], layer);
+
+  // One layer (tens of nodes) is laid out on the spot; all layers of a newly seen graph in a worker, started as soon
+  // as the graph arrives, so choosing "all layers" finds it ready and the page never waits for it.
+  function layoutFor(r: GraphResp, layer: number | null | 'all'): Layout {
+    const key = `${r.graph_id}:${layer}`;
+    let l = layouts.get(key);
+    if (!l) { const f = filtered(r, layer); l = toLayout(f, layeredLayout(layoutInput(f), f.edges)); layouts.set(key, l); }
     return l;
+  }
+  const inWorker = new Map<string, Promise<void>>();
+  let worker: Worker | null = null;
+  const answers = new Map<number, { done: (l: LayeredLayout) => void; fail: () => void }>();
+  let requestId = 0;
+  function layoutAllInWorker(r: GraphResp) {
+    const key = `${r.graph_id}:all`;
+    if (layouts.has(key) || inWorker.has(key)) return;
+    if (!worker) {
+      try {
+        worker = new Worker(new URL('../layout-worker.ts', import.meta.url), { type: 'module' });
+      } catch { return; }  // no worker: laid out on the spot when chosen
+      worker.onmessage = (ev) => {
+        const { id, layout: l } = ev.data;
+        answers.get(id)?.done({ ...l, nodes: new Map(l.nodes) });
+        answers.delete(id);
+      };
+      worker.onerror = () => { for (const a of answers.values()) a.fail(); answers.clear(); };
+    }
+    const f = filtered(r, 'all');
+    const id = ++requestId;
+    inWorker.set(key, new Promise<void>((resolve) => {
+      answers.set(id, {
+        done: (placed) => { layouts.set(key, toLayout(f, placed)); inWorker.delete(key); resolve(); },
+        fail: () => { inWorker.delete(key); resolve(); },  // then laid out on the spot
+      });
+    }));
+    worker.postMessage({ id, nodes: layoutInput(f), edges: f.edges.map((e) => ({ source: e.source, target: e.target })) });
   }
 
   // Graphs by id (a run has a few: the prompt's and the generation steps'), so a step change fetches only that
@@ -84,7 +117,7 @@ export function graphView(ctx: Ctx): HTMLElement {
       next = await ctx.api.graph(step);
     } catch (e) { info.textContent = `error: ${(e as Error).message}`; return; }
     graphs.set(next.graph_id, next.graph);
-    layoutAllWhenIdle(next);
+    layoutAllInWorker(next);
     if (ctx.store.sel.step !== step) return;  // a newer step was selected meanwhile
     resp = next;
     timing.clear();
@@ -95,6 +128,8 @@ export function graphView(ctx: Ctx): HTMLElement {
   // Lays out (cached) and draws the current graph and layer; the same layout only moves the selection outline.
   function show() {
     if (!resp) return;
+    const pending = inWorker.get(`${resp.graph_id}:${currentLayer()}`);
+    if (pending) { info.textContent = 'laying out all layers…'; pending.then(show); return; }
     const t0 = performance.now();
     const nextLayout = layoutFor(resp, currentLayer());
     const fresh = layout !== nextLayout;
@@ -118,17 +153,11 @@ export function graphView(ctx: Ctx): HTMLElement {
         ctx.api.graph(step).then((r) => {
           if (graphs.has(gid)) return;
           graphs.set(gid, r.graph);
-          idle(() => { layoutFor(r, currentLayer()); layoutAllWhenIdle(r); });
+          layoutAllInWorker(r);
+          idle(() => { layoutFor(r, currentLayer()); });
         }).catch(() => {});  // only ahead of time: a failure shows when the step is selected
       });
     }
-  }
-
-  // The all-layers layout of a newly seen graph (20-50 ms for 500 nodes) is computed while the page is idle, so
-  // switching to all layers then only renders.
-  function layoutAllWhenIdle(r: GraphResp) {
-    const idle = window.requestIdleCallback ?? ((f: () => void) => setTimeout(f, 200));
-    idle(() => { layoutFor(r, 'all'); });
   }
 
   function currentLayer(): number | null | 'all' {
