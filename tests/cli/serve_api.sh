@@ -90,6 +90,17 @@ expect("/api/runs/0/summary", 200, lambda d: len(d["steps"]) == 6 and len(d["hot
 # The web app's files, nothing else.
 expect("/", 200, lambda b: b"test app" in b)
 expect("/assets/app.js", 200)
+# API answers and the bundle go out uncompressed even to a browser accepting brotli (compressing them at quality 11
+# took longer than any view needs: docs/viewer.md, Performance).
+for path in ["/api/runs/0/graph?step=1", "/api/runs/0/heatmap?step=1", "/assets/app.js"]:
+    c = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    c.request("GET", path, headers={"Accept-Encoding": "gzip, deflate, br"})
+    r = c.getresponse()
+    r.read()
+    c.close()
+    if r.status != 200 or r.getheader("Content-Encoding"):
+        failures += 1
+        print(f"FAIL: GET {path} accepting br: {r.status} Content-Encoding {r.getheader('Content-Encoding')}")
 for bad in ["/api/../../etc/passwd", "/api/%2e%2e/%2e%2e/etc/passwd", "/%2e%2e/secret.txt", "/../secret.txt",
             "/assets/../../secret.txt", "/assets/%2E%2E/%2E%2E/secret.txt", "/api/runs/0/..%2f..%2frun.json"]:
     s, ct, body = get(bad)

@@ -48,14 +48,21 @@ export function layerColor(layer: number | null, nLayers: number): string {
 
 // Intensity (mean times each byte was touched) → color on a perceptual-ish dark→yellow ramp; 0 → transparent.
 export function heatColor(v: number, max: number): string | null {
+  const c = heatRGB(v, max);
+  return c ? `rgb(${c[0]},${c[1]},${c[2]})` : null;
+}
+
+const HEAT_STOPS: [number, number, number][] = [[40, 20, 90], [180, 30, 110], [245, 110, 40], [252, 230, 80]];
+
+// The same ramp as [r, g, b] (for filling pixel rows directly), null for 0.
+export function heatRGB(v: number, max: number): [number, number, number] | null {
   if (!(v > 0) || !(max > 0)) return null;
   const t = Math.min(1, Math.log1p(v) / Math.log1p(max));
-  const stops: [number, number, number][] = [[40, 20, 90], [180, 30, 110], [245, 110, 40], [252, 230, 80]];
-  const x = t * (stops.length - 1);
-  const i = Math.min(stops.length - 2, Math.floor(x));
+  const x = t * (HEAT_STOPS.length - 1);
+  const i = Math.min(HEAT_STOPS.length - 2, Math.floor(x));
   const f = x - i;
-  const c = stops[i].map((a, k) => Math.round(a + (stops[i + 1][k] - a) * f));
-  return `rgb(${c[0]},${c[1]},${c[2]})`;
+  const a = HEAT_STOPS[i], b = HEAT_STOPS[i + 1];
+  return [Math.round(a[0] + (b[0] - a[0]) * f), Math.round(a[1] + (b[1] - a[1]) * f), Math.round(a[2] + (b[2] - a[2]) * f)];
 }
 
 export function formatBytes(n: number): string {

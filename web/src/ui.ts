@@ -1,4 +1,5 @@
 // Small DOM helpers shared by the views.
+import { heatRGB } from './transforms';
 
 export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, any> = {},
   ...children: (Node | string | null | undefined)[]): HTMLElementTagNameMap[K] {
@@ -15,12 +16,36 @@ export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<
   return e;
 }
 
+// Widths of canvas containers, kept by a ResizeObserver so drawing never forces a synchronous layout (reading
+// clientWidth after another view changed the DOM re-lays out the whole page: 5–40 ms per canvas on a step change).
+const knownWidth = new WeakMap<Element, number>();
+const widthObserver = typeof ResizeObserver === 'undefined' ? null : new ResizeObserver((entries) => {
+  for (const e of entries) knownWidth.set(e.target, (e.target as HTMLElement).clientWidth);  // fresh layout here
+});
+// A window resize invalidates them before the views' own resize handlers redraw.
+if (typeof window !== 'undefined') window.addEventListener('resize', () => {
+  for (const c of document.querySelectorAll('canvas')) if (c.parentElement) knownWidth.delete(c.parentElement);
+});
+
+function containerWidth(c: HTMLCanvasElement): number {
+  const parent = c.parentElement;
+  if (!parent) return 800;
+  let w = knownWidth.get(parent);
+  if (w === undefined) {
+    w = parent.clientWidth;
+    knownWidth.set(parent, w);
+    widthObserver?.observe(parent);
+  }
+  return w;
+}
+
 // A canvas sized to its CSS box at the device pixel ratio; returns the 2D context in CSS pixels.
 export function fitCanvas(c: HTMLCanvasElement, height: number): CanvasRenderingContext2D {
   const dpr = window.devicePixelRatio || 1;
-  const w = Math.max(50, c.parentElement ? c.parentElement.clientWidth : 800);
-  c.style.width = `${w}px`;
-  c.style.height = `${height}px`;
+  const w = Math.max(50, containerWidth(c));
+  const cssW = `${w}px`, cssH = `${height}px`;
+  if (c.style.width !== cssW) c.style.width = cssW;
+  if (c.style.height !== cssH) c.style.height = cssH;
   if (c.width !== Math.round(w * dpr) || c.height !== Math.round(height * dpr)) {
     c.width = Math.round(w * dpr);
     c.height = Math.round(height * dpr);
@@ -30,7 +55,58 @@ export function fitCanvas(c: HTMLCanvasElement, height: number): CanvasRendering
   return ctx;
 }
 
-export function cssWidth(c: HTMLCanvasElement): number { return parseFloat(c.style.width) || c.clientWidth; }
+// Redraws a view at the next frame while it is on screen; off screen it only remembers that it is out of date and
+// redraws when scrolled into view (a step change then costs nothing for the views below the fold).
+export function whenVisible(root: Element, draw: () => void): () => void {
+  let visible = true, dirty = false, pending = false;
+  const frame = () => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; dirty = false; draw(); });
+  };
+  if (typeof IntersectionObserver !== 'undefined') {
+    new IntersectionObserver((entries) => {
+      visible = entries[entries.length - 1].isIntersecting;
+      if (visible && dirty) frame();
+    }, { rootMargin: '100px' }).observe(root);
+  }
+  return () => {
+    dirty = true;
+    if (visible) frame();
+  };
+}
+
+// Draws one intensity value per bin (heat ramp, 0 transparent) stretched over [x, x + w) × [y, y + h) as a single
+// image: thousands of bins cost one drawImage instead of a fillRect and a color string each.
+let rowCanvas: HTMLCanvasElement | null = null;
+export function drawHeatRow(g: CanvasRenderingContext2D, values: number[], max: number, x: number, y: number, w: number,
+  h: number): { nonzero: number; sum: number } {
+  let nonzero = 0, sum = 0;
+  const n = values.length;
+  if (!n) return { nonzero, sum };
+  rowCanvas ??= document.createElement('canvas');
+  if (rowCanvas.width < n) rowCanvas.width = n;
+  rowCanvas.height = 1;
+  const rc = rowCanvas.getContext('2d')!;
+  const img = rc.createImageData(n, 1);
+  for (let i = 0; i < n; i++) {
+    const c = heatRGB(values[i], max);
+    if (!c) continue;
+    nonzero++;
+    sum += values[i];
+    img.data.set([c[0], c[1], c[2], 255], i * 4);
+  }
+  rc.putImageData(img, 0, 0);
+  const smoothing = g.imageSmoothingEnabled;
+  g.imageSmoothingEnabled = false;
+  g.drawImage(rowCanvas, 0, 0, n, 1, x, y, w, h);
+  g.imageSmoothingEnabled = smoothing;
+  return { nonzero, sum };
+}
+
+// The canvas's width in CSS pixels; before its first draw, the width fitCanvas will give it (a canvas's own default
+// is 300 px: the first heatmap and timeline were fetched at that resolution).
+export function cssWidth(c: HTMLCanvasElement): number { return parseFloat(c.style.width) || Math.max(50, containerWidth(c)); }
 
 const tip = () => document.getElementById('tooltip') as HTMLDivElement;
 
@@ -75,6 +151,21 @@ export function rafThrottle(fn: () => void): () => void {
     if (pending) return;
     pending = true;
     requestAnimationFrame(() => { pending = false; fn(); });
+  };
+}
+
+// Runs fn at once for the first call of a burst (a single wheel notch answers without waiting), then once more
+// `ms` after the burst's last call if there were more (continuous wheeling or dragging: one trailing run).
+export function leadingDebounce(fn: () => void, ms: number): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let more = false;
+  const settle = () => {
+    timer = undefined;
+    if (more) { more = false; fn(); }
+  };
+  return () => {
+    if (timer === undefined) fn(); else { more = true; clearTimeout(timer); }
+    timer = setTimeout(settle, ms);
   };
 }
 

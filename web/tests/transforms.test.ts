@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  compareBy, compareTokens, filterGraph, formatBytes, formatNs, heatColor, panWindow, peakOf, Scale, stepAtTime,
+  compareBy, compareTokens, filterGraph, formatBytes, formatNs, heatColor, heatRGB, panWindow, peakOf, Scale, stepAtTime,
   tensorAt, tensorColor, zoomWindow, type GraphEdge, type GraphNode, type MapTensor,
 } from '../src/transforms';
 
@@ -102,6 +102,9 @@ describe('formatting and scales', () => {
   it('colors: zero is transparent, layers differ, globals are neutral', () => {
     expect(heatColor(0, 10)).toBeNull();
     expect(heatColor(10, 10)).toBe('rgb(252,230,80)');
+    expect(heatRGB(10, 10)).toEqual([252, 230, 80]);
+    expect(heatRGB(0, 10)).toBeNull();
+    expect(heatColor(3, 10)).toBe(`rgb(${heatRGB(3, 10)!.join(',')})`);
     expect(tensorColor(0, 'ffn', 4)).not.toBe(tensorColor(2, 'ffn', 4));
     expect(tensorColor(null, 'embedding', 4)).toMatch(/^hsl\(30, 10%/);
   });

@@ -2,7 +2,7 @@
 import type { BuffersResp } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, formatNs, peakOf, Scale } from '../transforms';
-import { cssWidth, debounce, el, esc, fitCanvas, hideTip, panel, showTip } from '../ui';
+import { cssWidth, debounce, el, esc, fitCanvas, hideTip, panel, showTip, whenVisible } from '../ui';
 
 const H = 170, PAD_L = 64, PAD_T = 10, PAD_B = 18;
 const POOL_COLORS: Record<string, string> = { KV_CACHE: '#e15759', ACTIVATION: '#4e79a7', SCRATCH: '#edc948', INPUT: '#59a14f' };
@@ -86,6 +86,7 @@ export function buffersView(ctx: Ctx): HTMLElement {
     const end = formatNs(data.t1);
     g.fillText(end, W - g.measureText(end).width - 2, H - PAD_B + 4);
     canvas.dataset.drawn = String(drawn);
+    canvas.dataset.step = String(ctx.store.sel.step);
     info.textContent = `run peak ${formatBytes(data.peak.bytes)} at ${formatNs(data.peak.t_ns)} (dashed line) · ${data.event_count.toLocaleString()} events in view`;
     legend.replaceChildren(...data.pools.map((p) => el('span', { class: 'chip' }, el('i', { style: { background: POOL_COLORS[p] ?? '#aaa' } }), p)),
       el('span', { class: 'muted' }, ' · follows the timeline window; hover: events'));
@@ -108,8 +109,8 @@ export function buffersView(ctx: Ctx): HTMLElement {
   });
   canvas.addEventListener('mouseleave', () => { hideTip('buffers'); });
   const loadSoon = debounce(load, 60);
-  ctx.onTimeWindow.add(loadSoon);
-  ctx.store.on('step', draw);
+  ctx.onTimeWindow.add(whenVisible(root, loadSoon));  // off screen: fetched when scrolled into view
+  ctx.store.on('step', whenVisible(root, draw));
   window.addEventListener('resize', debounce(load, 150));
   (root as any).start = load;
   return root;

@@ -1,10 +1,10 @@
-// Graph: the selected step's compute DAG in a layered layout (dagre), optionally one layer with its shared inputs
-// and the edges in and out. Click a node to select its op (or a weight leaf to select the tensor).
-import * as dagre from '@dagrejs/dagre';
+// Graph: the selected step's compute DAG in a layered layout (layout.ts), optionally one layer with its shared
+// inputs and the edges in and out. Click a node to select its op (or a weight leaf to select the tensor).
 import type { GraphResp } from '../api';
 import type { Ctx } from '../context';
+import { layeredLayout, type LayeredLayout } from '../layout';
 import { filterGraph, formatNs, OP_COLORS, shapeString, tensorColor, type GraphEdge, type GraphNode } from '../transforms';
-import { el, esc, hideTip, panel, rafThrottle, showTip } from '../ui';
+import { el, esc, hideTip, panel, rafThrottle, showTip, whenVisible } from '../ui';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const svgEl = (tag: string, attrs: Record<string, string | number> = {}) => {
@@ -33,53 +33,154 @@ export function graphView(ctx: Ctx): HTMLElement {
   const layouts = new Map<string, Layout>();
   const timing = new Map<number, number[]>();  // node index -> [node, start, end, thread, i]
 
+  const layoutInput = (f: ReturnType<typeof filterGraph>) =>
+    f.nodes.map((n) => ({ id: n.id, width: Math.max(70, Math.min(190, n.name.length * 6.4 + 16)), height: 30 }));
+  function toLayout(f: ReturnType<typeof filterGraph>, placed: LayeredLayout): Layout {
+    const nodes = new Map<string, { x: number; y: number; w: number; h: number; n: GraphNode }>();
+    for (const n of f.nodes) { const p = placed.nodes.get(n.id)!; nodes.set(n.id, { x: p.x, y: p.y, w: p.width, h: p.height, n }); }
+    const edges = f.edges.map((e, k) => ({ e, points: placed.edgePoints[k] }));
+    return { nodes, edges, width: placed.width, height: placed.height, boundary: f.boundary };
+  }
+  const filtered = (r: GraphResp, layer: number | null | 'all') =>
+    filterGraph(r.graph.nodes as GraphNode[], r.graph.edges as GraphEdge[], layer);
+
+  // One layer (tens of nodes) is laid out on the spot; all layers of a newly seen graph in a worker, started as soon
+  // as the graph arrives, so choosing "all layers" finds it ready and the page never waits for it.
   function layoutFor(r: GraphResp, layer: number | null | 'all'): Layout {
     const key = `${r.graph_id}:${layer}`;
-    const cached = layouts.get(key);
-    if (cached) return cached;
-    const f = filterGraph(r.graph.nodes as GraphNode[], r.graph.edges as GraphEdge[], layer);
-    const g = new dagre.graphlib.Graph({ multigraph: true });
-    g.setGraph({ rankdir: 'TB', nodesep: 14, ranksep: 26, edgesep: 6, marginx: 10, marginy: 10 });
-    g.setDefaultEdgeLabel(() => ({}));
-    for (const n of f.nodes) g.setNode(n.id, { width: Math.max(70, Math.min(190, n.name.length * 6.4 + 16)), height: 30 });
-    f.edges.forEach((e, k) => g.setEdge(e.source, e.target, {}, `e${k}`));
-    dagre.layout(g);
-    const nodes = new Map<string, { x: number; y: number; w: number; h: number; n: GraphNode }>();
-    for (const n of f.nodes) { const p = g.node(n.id); nodes.set(n.id, { x: p.x, y: p.y, w: p.width, h: p.height, n }); }
-    const edges = f.edges.map((e, k) => ({ e, points: (g.edge({ v: e.source, w: e.target, name: `e${k}` }) as any).points }));
-    const gl = g.graph();
-    const l = { nodes, edges, width: gl.width ?? 100, height: gl.height ?? 100, boundary: f.boundary };
-    layouts.set(key, l);
+    let l = layouts.get(key);
+    if (!l) { const f = filtered(r, layer); l = toLayout(f, layeredLayout(layoutInput(f), f.edges)); layouts.set(key, l); }
     return l;
   }
+  const inWorker = new Map<string, Promise<void>>();
+  let worker: Worker | null = null;
+  const answers = new Map<number, { done: (l: LayeredLayout) => void; fail: () => void }>();
+  let requestId = 0;
+  function layoutAllInWorker(r: GraphResp) {
+    const key = `${r.graph_id}:all`;
+    if (layouts.has(key) || inWorker.has(key)) return;
+    if (!worker) {
+      try {
+        worker = new Worker(new URL('../layout-worker.ts', import.meta.url), { type: 'module' });
+      } catch { return; }  // no worker: laid out on the spot when chosen
+      worker.onmessage = (ev) => {
+        const { id, layout: l } = ev.data;
+        answers.get(id)?.done({ ...l, nodes: new Map(l.nodes) });
+        answers.delete(id);
+      };
+      worker.onerror = () => { for (const a of answers.values()) a.fail(); answers.clear(); };
+    }
+    const f = filtered(r, 'all');
+    const id = ++requestId;
+    inWorker.set(key, new Promise<void>((resolve) => {
+      answers.set(id, {
+        done: (placed) => { layouts.set(key, toLayout(f, placed)); inWorker.delete(key); resolve(); },
+        fail: () => { inWorker.delete(key); resolve(); },  // then laid out on the spot
+      });
+    }));
+    worker.postMessage({ id, nodes: layoutInput(f), edges: f.edges.map((e) => ({ source: e.source, target: e.target })) });
+  }
 
-  async function load() {
+  // Graphs by id (a run has a few: the prompt's and the generation steps'), so a step change fetches only that
+  // step's timing rows, after showing it; one load per step and layer at a time (a table click asks twice).
+  const graphs = new Map<number, GraphResp['graph']>();
+  let loading: Promise<void> | null = null, loadingKey = '';
+  function load(): Promise<void> {
+    const key = `${ctx.store.sel.step}|${layerSel.value}`;
+    if (loading && loadingKey === key) return loading;
+    loadingKey = key;
+    const p: Promise<void> = loadNow().finally(() => { if (loading === p) loading = null; });
+    loading = p;
+    return p;
+  }
+
+  async function loadNow() {
     const step = ctx.store.sel.step;
+    if (resp && resp.step === step) { show(); return; }
+    const gid: number | undefined = (ctx.info.derived as any).step_graph?.[step];
+    const known = gid === undefined ? undefined : graphs.get(gid);
+    if (known && gid !== undefined) {
+      // A known graph is shown at once; the step's timing rows (tooltips, node clicks) follow without delaying it.
+      const shown: GraphResp = { step, graph_id: gid, graph: known, timing: [] };
+      resp = shown;
+      timing.clear();
+      show();
+      ctx.api.graph(step, true).then((t) => {
+        if (resp !== shown) return;
+        shown.timing = t.timing;
+        for (const r of t.timing) timing.set(r[0], r);
+      }).catch((e) => { info.textContent = `error: ${(e as Error).message}`; });
+      return;
+    }
+    let next: GraphResp;
     try {
-      const gid = (ctx.info.derived as any).step_graph?.[step];
-      if (resp && resp.step !== step && resp.graph_id === gid) {
-        const t = await ctx.api.graph(step, true);  // same graph: only this step's timing
-        if (ctx.store.sel.step !== step) return;
-        resp = { ...resp, step, timing: t.timing };
-      } else if (!resp || resp.step !== step) {
-        resp = await ctx.api.graph(step);
-      }
+      next = await ctx.api.graph(step);
     } catch (e) { info.textContent = `error: ${(e as Error).message}`; return; }
+    graphs.set(next.graph_id, next.graph);
+    layoutAllInWorker(next);
+    if (ctx.store.sel.step !== step) return;  // a newer step was selected meanwhile
+    resp = next;
     timing.clear();
     for (const t of resp.timing) timing.set(t[0], t);
+    show();
+  }
+
+  // Lays out (cached) and draws the current graph and layer; the same layout only moves the selection outline.
+  function show() {
+    if (!resp) return;
+    const pending = inWorker.get(`${resp.graph_id}:${currentLayer()}`);
+    if (pending) { info.textContent = 'laying out all layers…'; pending.then(show); return; }
     const t0 = performance.now();
-    const lay = layerSel.value === 'all' ? 'all' : layerSel.value === 'none' ? null : Number(layerSel.value);
-    const fresh = layout !== layoutFor(resp, lay);
-    layout = layoutFor(resp, lay);
-    render();
-    if (fresh) fitView();
+    const nextLayout = layoutFor(resp, currentLayer());
+    const fresh = layout !== nextLayout;
+    layout = nextLayout;
+    if (fresh) { render(); fitView(); } else markSelection();
     svg.dataset.layoutMs = (performance.now() - t0).toFixed(1);
-    info.textContent = `step ${step} · graph ${resp.graph_id} · ${layout.nodes.size} of ${resp.graph.nodes.length} nodes, ${layout.edges.length} edges`;
+    info.textContent = `step ${resp.step} · graph ${resp.graph_id} · ${layout.nodes.size} of ${resp.graph.nodes.length} nodes, ${layout.edges.length} edges`;
+  }
+
+  // The other graphs of the run (a run has a few: the prompt's and the generation steps') are fetched and laid out
+  // for the shown layer while the page is idle, so the first step into them costs no more than any other.
+  function prefetchGraphsWhenIdle() {
+    const stepGraph: number[] = (ctx.info.derived as any).step_graph ?? [];
+    const firstStep = new Map<number, number>();
+    stepGraph.forEach((gid, step) => { if (gid >= 0 && !firstStep.has(gid)) firstStep.set(gid, step); });
+    const idle = window.requestIdleCallback ?? ((f: () => void) => setTimeout(f, 200));
+    for (const [gid, step] of firstStep) {
+      if (graphs.has(gid)) continue;
+      idle(() => {
+        if (graphs.has(gid)) return;
+        ctx.api.graph(step).then((r) => {
+          if (graphs.has(gid)) return;
+          graphs.set(gid, r.graph);
+          layoutAllInWorker(r);
+          idle(() => { layoutFor(r, currentLayer()); });
+        }).catch(() => {});  // only ahead of time: a failure shows when the step is selected
+      });
+    }
+  }
+
+  function currentLayer(): number | null | 'all' {
+    return layerSel.value === 'all' ? 'all' : layerSel.value === 'none' ? null : Number(layerSel.value);
+  }
+
+  function isSelected(id: string, n: GraphNode): boolean {
+    const selOp = ctx.store.sel.op;
+    if (n.op === 'LEAF') return ctx.store.sel.tensor === n.name;
+    return !!(selOp && resp && selOp.step === resp.step && id === `node_${selOp.node}`);
+  }
+  function markSelection() {
+    if (!layout) return;
+    for (const g of svg.querySelectorAll<SVGGElement>('g.node')) {
+      const p = layout.nodes.get(g.dataset.id!);
+      if (p) g.classList.toggle('selected', isSelected(g.dataset.id!, p.n));
+    }
   }
 
   function render() {
     if (!layout || !resp) return;
     svg.replaceChildren();
+    nodeEls.clear();
     const defs = svgEl('defs');
     const marker = svgEl('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto-start-reverse' });
     marker.append(svgEl('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#6b7685' }));
@@ -87,35 +188,65 @@ export function graphView(ctx: Ctx): HTMLElement {
     svg.append(defs);
     const ge = svgEl('g', { class: 'edges' });
     for (const { e, points } of layout.edges) {
+      if (!points.length) continue;
       const d = points.map((p, i) => `${i ? 'L' : 'M'}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(' ');
       ge.append(svgEl('path', { d, class: 'edge', 'data-source': e.source, 'data-target': e.target, 'marker-end': 'url(#arrow)' }));
     }
     svg.append(ge);
     const gn = svgEl('g', { class: 'nodes' });
-    const selOp = ctx.store.sel.op, selTensor = ctx.store.sel.tensor;
     for (const [id, p] of layout.nodes) {
       const n = p.n;
       const leaf = n.op === 'LEAF';
       const fill = leaf ? (n.pool === 'MODEL_FILE' ? tensorColor(n.layer, n.category ?? '', ctx.nLayers) : '#3a4350') : OP_COLORS[n.op] ?? '#888';
-      const selected = (!leaf && selOp && selOp.step === resp.step && id === `node_${selOp.node}`) || (leaf && selTensor === n.name);
+      const selected = isSelected(id, n);
       const g = svgEl('g', { class: `node${leaf ? ' leaf' : ''}${leaf && n.pool === 'MODEL_FILE' ? ' weight' : ''}${selected ? ' selected' : ''}${layout.boundary.has(id) ? ' boundary' : ''}`,
         'data-id': id, 'data-name': n.name, transform: `translate(${p.x - p.w / 2},${p.y - p.h / 2})` });
       g.append(svgEl('rect', { width: p.w, height: p.h, rx: leaf ? 2 : 6, fill }));
-      const t = svgEl('text', { x: p.w / 2, y: 12, 'text-anchor': 'middle' });
-      t.textContent = n.name.length > 28 ? `${n.name.slice(0, 27)}…` : n.name;
-      const t2 = svgEl('text', { x: p.w / 2, y: 24, 'text-anchor': 'middle', class: 'sub' });
-      t2.textContent = leaf ? (n.pool ?? '') : n.op;
-      g.append(t, t2);
       gn.append(g);
+      nodeEls.set(id, g);
     }
     svg.append(gn);
+    labelled.clear();
     applyView();
   }
 
-  function applyView() { svg.setAttribute('viewBox', `${view.x} ${view.y} ${view.w} ${view.h}`); }
+  // Labels (two texts per node, most of the rendering cost) only for the nodes in view and only once the zoom makes
+  // them legible; added as the view moves, kept afterwards. All 512 nodes of a step at once then cost their boxes.
+  const nodeEls = new Map<string, SVGElement>();
+  const labelled = new Set<string>();
+  const LEGIBLE_SCALE = 0.45;  // screen px per layout px below which 10 px text is unreadable
+  function labelVisible() {
+    if (!layout) return;
+    const width = svgSize?.width ?? 0;
+    if (width && width / view.w < LEGIBLE_SCALE) return;
+    const mx = view.w * 0.25, my = view.h * 0.25;
+    for (const [id, p] of layout.nodes) {
+      if (labelled.has(id)) continue;
+      if (p.x + p.w / 2 < view.x - mx || p.x - p.w / 2 > view.x + view.w + mx || p.y + p.h / 2 < view.y - my || p.y - p.h / 2 > view.y + view.h + my) continue;
+      const g = nodeEls.get(id);
+      if (!g) continue;
+      const n = p.n;
+      const t = svgEl('text', { x: p.w / 2, y: 12, 'text-anchor': 'middle' });
+      t.textContent = n.name.length > 28 ? `${n.name.slice(0, 27)}…` : n.name;
+      const t2 = svgEl('text', { x: p.w / 2, y: 24, 'text-anchor': 'middle', class: 'sub' });
+      t2.textContent = n.op === 'LEAF' ? (n.pool ?? '') : n.op;
+      g.append(t, t2);
+      labelled.add(id);
+    }
+  }
+  const labelSoon = rafThrottle(labelVisible);
+
+  function applyView() {
+    svg.setAttribute('viewBox', `${view.x} ${view.y} ${view.w} ${view.h}`);
+    labelSoon();
+  }
+  // The SVG's size, kept current by a ResizeObserver: measuring it right after inserting hundreds of nodes would
+  // force a synchronous layout of all of them (60 ms for every layer at once).
+  let svgSize: { width: number; height: number } | null = null;
+  new ResizeObserver(() => { const r = svg.getBoundingClientRect(); svgSize = { width: r.width, height: r.height }; }).observe(svg);
   function fitView() {
     if (!layout) return;
-    const r = svg.getBoundingClientRect();
+    const r = svgSize ?? svg.getBoundingClientRect();
     const aspect = (r.height || 500) / (r.width || 800);
     // a tall graph: fit the width and start at the top
     const w = Math.max(layout.width, 300);
@@ -178,7 +309,7 @@ export function graphView(ctx: Ctx): HTMLElement {
   svg.addEventListener('mouseleave', () => hideTip('graph'));
   layerSel.addEventListener('change', load);
 
-  ctx.store.on('step', rafThrottle(load));
+  ctx.store.on('step', whenVisible(root, () => { load(); }));
   ctx.store.on('op', async () => {
     const op = ctx.store.sel.op;
     const want = op?.layer === null || op?.layer === undefined ? 'none' : String(op.layer);
@@ -187,10 +318,10 @@ export function graphView(ctx: Ctx): HTMLElement {
     if (op) centerOn(`node_${op.node}`);
   });
   ctx.store.on('tensor', () => {
-    render();
+    markSelection();
     const name = ctx.store.sel.tensor;
     if (name && layout) for (const [id, p] of layout.nodes) if (p.n.name === name) { centerOn(id); break; }
   });
-  (root as any).start = load;
+  (root as any).start = () => load().then(prefetchGraphsWhenIdle);
   return root;
 }

@@ -2,8 +2,8 @@
 // read (cumulative up to the selected step, or in that step only), and tracks for the runtime buffers.
 import type { Heatmap as HeatData } from '../api';
 import type { Ctx } from '../context';
-import { formatBytes, heatColor, layerColor, shapeString, tensorAt, tensorColor, zoomWindow, panWindow, CATEGORY_LIGHTNESS } from '../transforms';
-import { el, esc, fitCanvas, cssWidth, hideTip, panel, showTip, rafThrottle, debounce } from '../ui';
+import { formatBytes, layerColor, shapeString, tensorAt, tensorColor, zoomWindow, panWindow, CATEGORY_LIGHTNESS } from '../transforms';
+import { el, esc, fitCanvas, cssWidth, drawHeatRow, hideTip, panel, showTip, rafThrottle, debounce, leadingDebounce } from '../ui';
 
 const ROW = { axis: 14, layoutY: 18, layoutH: 30, heatY: 52, heatH: 44, kvY: 124, trackH: 34, actY: 200, total: 250 };
 
@@ -11,7 +11,6 @@ export function heatmapView(ctx: Ctx): HTMLElement {
   const fileSize = ctx.map.file_size;
   let win: [number, number] = [0, fileSize];
   let data: HeatData | null = null;
-  let abort: AbortController | null = null;
   const modeSel = el('select', { 'aria-label': 'heatmap mode', id: 'heat-mode' },
     el('option', { value: '1' }, 'cumulative up to step'), el('option', { value: '0' }, 'selected step only'));
   const reset = el('button', { onclick: () => { win = [0, fileSize]; load(); } }, 'whole file');
@@ -24,24 +23,47 @@ export function heatmapView(ctx: Ctx): HTMLElement {
 
   const tensorStats = new Map<number, [number, number]>();  // memory-map index -> reads, bytes
 
+  // Responses by request: the run does not change while served, so stepping back, replaying or toggling the mode
+  // reuses them; the next step is fetched ahead while stepping one at a time (keys, playback).
+  const cache = new Map<string, Promise<HeatData>>();
+  const CACHE_SIZE = 64;  // answers of ~40 kB JSON each
+  let generation = 0;
+  let lastStep = ctx.store.sel.step;
+
+  function fetchHeat(step: number, w: number): Promise<HeatData> {
+    const start = Math.floor(win[0]), end = Math.ceil(win[1]);
+    const key = `${step}|${ctx.store.cumulative ? 1 : 0}|${w}|${start}|${end}`;
+    let p = cache.get(key);
+    if (p) { cache.delete(key); cache.set(key, p); return p; }  // most recently used last
+    p = ctx.api.heatmap({ step, cumulative: ctx.store.cumulative, bins: w, track_bins: w, start, end });
+    p.catch(() => cache.delete(key));
+    cache.set(key, p);
+    if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
+    return p;
+  }
+
   async function load() {
-    abort?.abort();
-    abort = new AbortController();
+    const my = ++generation;
     const w = Math.max(100, Math.round(cssWidth(canvas) || 1000));
+    const step = ctx.store.sel.step;
+    const direction = Math.abs(step - lastStep) === 1 ? step - lastStep : 0;
+    lastStep = step;
     try {
       const t0 = performance.now();
-      const d = await ctx.api.heatmap({ step: ctx.store.sel.step, cumulative: ctx.store.cumulative, bins: w,
-        track_bins: w, start: Math.floor(win[0]), end: Math.ceil(win[1]) }, abort.signal);
+      const d = await fetchHeat(step, w);
+      if (my !== generation) return;  // a newer step or window was asked for meanwhile
       data = d;
       tensorStats.clear();
       for (const [i, r, b] of d.tensors) tensorStats.set(i, [r, b]);
       draw();
       canvas.dataset.loadMs = (performance.now() - t0).toFixed(1);
+      const ahead = step + direction;
+      if (direction && ahead >= 0 && ahead < ctx.stepTimes.length) fetchHeat(ahead, w).catch(() => {});
     } catch (e) {
-      if ((e as Error).name !== 'AbortError') totals.textContent = `error: ${(e as Error).message}`;
+      if (my === generation) totals.textContent = `error: ${(e as Error).message}`;
     }
   }
-  const loadSoon = debounce(load, 60);
+  const loadSoon = leadingDebounce(load, 60);
 
   function draw() {
     const g = fitCanvas(canvas, ROW.total);
@@ -90,15 +112,7 @@ export function heatmapView(ctx: Ctx): HTMLElement {
     let nonzero = 0, sum = 0;
     if (data) {
       const max = Math.max(1e-9, ...data.file);
-      const bw = W / data.file.length;
-      data.file.forEach((v, i) => {
-        const c = heatColor(v, max);
-        if (!c) return;
-        nonzero++;
-        sum += v;
-        g.fillStyle = c;
-        g.fillRect(i * bw, ROW.heatY, Math.max(1, bw), ROW.heatH);
-      });
+      ({ nonzero, sum } = drawHeatRow(g, data.file, max, 0, ROW.heatY, W, ROW.heatH));
       rowLabel(g, `reads (max ${max.toFixed(max < 10 ? 2 : 0)}× per byte)`, ROW.heatY);
       // runtime tracks
       data.tracks.forEach((tr, k) => drawTrack(g, tr, k === 0 ? ROW.kvY : ROW.actY, W));
@@ -141,10 +155,9 @@ export function heatmapView(ctx: Ctx): HTMLElement {
       g.fillRect(a, y, b - a, ROW.trackH);
     });
     const max = Math.max(1e-9, ...tr.read, ...tr.write);
-    const bw = W / tr.bins;
     const h = ROW.trackH / 2;
-    tr.read.forEach((v, i) => { const c = heatColor(v, max); if (c) { g.fillStyle = c; g.fillRect(i * bw, y, Math.max(1, bw), h - 1); } });
-    tr.write.forEach((v, i) => { const c = heatColor(v, max); if (c) { g.fillStyle = c; g.fillRect(i * bw, y + h, Math.max(1, bw), h); } });
+    drawHeatRow(g, tr.read, max, 0, y, W, h - 1);
+    drawHeatRow(g, tr.write, max, 0, y + h, W, h);
     g.fillStyle = '#9aa3ad';
     tr.segments.forEach((sg) => {
       const a = (sg.start / size) * W, b = (sg.end / size) * W;

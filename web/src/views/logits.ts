@@ -2,7 +2,7 @@
 // top1−top2 logit gap over the run; the selected step's top-k as bars.
 import type { Ctx } from '../context';
 import { heatColor, Scale, type StepRow } from '../transforms';
-import { cssWidth, el, esc, fitCanvas, hideTip, panel, showTip, tokenText } from '../ui';
+import { cssWidth, el, esc, fitCanvas, hideTip, panel, showTip, tokenText, whenVisible } from '../ui';
 
 const H = 200, PAD_L = 40, LAND_H = 110;
 
@@ -14,15 +14,42 @@ export function logitsView(ctx: Ctx, getSteps: () => Promise<StepRow[]>): HTMLEl
   body.append(el('div', { class: 'split' }, el('div', { class: 'canvas-wrap grow' }, canvas), bars));
   let steps: StepRow[] = [];
 
+  // The landscape does not depend on the selected step: it is drawn once per width into `base`, and a step change
+  // copies it and adds the marker and the bars.
+  let base: HTMLCanvasElement | null = null;
+  let cells = 0;
+
   function draw() {
     const g = fitCanvas(canvas, H);
     const W = cssWidth(canvas);
-    g.clearRect(0, 0, W, H);
-    if (!steps.length) return;
+    if (!steps.length) { g.clearRect(0, 0, W, H); return; }
+    if (!base || base.width !== canvas.width || base.height !== canvas.height) {
+      base = document.createElement('canvas');
+      base.width = canvas.width;
+      base.height = canvas.height;
+      const bg = base.getContext('2d')!;
+      bg.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
+      drawLandscape(bg, W);
+    }
+    g.setTransform(1, 0, 0, 1, 0, 0);
+    g.clearRect(0, 0, canvas.width, canvas.height);
+    g.drawImage(base, 0, 0);
+    g.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
+    const s = ctx.store.sel.step;
+    const sx = new Scale(0, steps.length, PAD_L, W);
+    g.strokeStyle = '#3df2ff';
+    g.lineWidth = 1;
+    g.strokeRect(sx.px(s), 0, Math.max(2, (W - PAD_L) / steps.length), H - 2);
+    canvas.dataset.cells = String(cells);
+    canvas.dataset.step = String(s);
+    drawBars();
+  }
+
+  function drawLandscape(g: CanvasRenderingContext2D, W: number) {
     const k = Math.max(1, ...steps.map((s) => s.top_k?.length ?? 0));
     const sx = new Scale(0, steps.length, PAD_L, W);
     const cw = (W - PAD_L) / steps.length, ch = LAND_H / k;
-    let cells = 0;
+    cells = 0;
     steps.forEach((s, i) => (s.top_k ?? []).forEach((t, r) => {
       const c = heatColor(t.prob, 1);
       if (!c) return;
@@ -54,12 +81,6 @@ export function logitsView(ctx: Ctx, getSteps: () => Promise<StepRow[]>): HTMLEl
     const me = line(ent, '#f28e2b'), mg = line(gap, '#76b7b2');
     g.fillStyle = '#f28e2b'; g.fillText(`H≤${me.toFixed(2)}`, 2, y0);
     g.fillStyle = '#76b7b2'; g.fillText(`gap≤${mg.toFixed(1)}`, 2, y0 + 14);
-    const s = ctx.store.sel.step;
-    g.strokeStyle = '#3df2ff';
-    g.lineWidth = 1;
-    g.strokeRect(sx.px(s), 0, Math.max(2, cw), H - 2);
-    canvas.dataset.cells = String(cells);
-    drawBars();
   }
 
   function drawBars() {
@@ -91,7 +112,7 @@ export function logitsView(ctx: Ctx, getSteps: () => Promise<StepRow[]>): HTMLEl
     const i = Math.floor(new Scale(0, steps.length, PAD_L, r.width).inv(ev.clientX - r.left));
     if (i >= 0 && i < steps.length) ctx.store.setStep(i);
   });
-  ctx.store.on('step', draw);
+  ctx.store.on('step', whenVisible(root, draw));
   window.addEventListener('resize', draw);
   (root as any).start = async () => {
     steps = await getSteps();

@@ -2,9 +2,10 @@
 import type { Summary } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, formatNs, layerColor, OP_COLORS, Scale } from '../transforms';
-import { cssWidth, el, fitCanvas, hideTip, panel, showTip } from '../ui';
+import { cssWidth, el, fitCanvas, hideTip, panel, showTip, whenVisible } from '../ui';
 
 const H = 150, PAD_L = 56;
+const maxOpNs = (st: Summary['steps']) => Math.max(1, ...st.map((s) => s.op_ns ?? 0));
 
 export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): HTMLElement {
   const { root, body } = panel('summary', 'Summary');
@@ -14,21 +15,48 @@ export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): HTMLE
     el('div', { class: 'canvas-wrap' }, canvas), grid);
   let sum: Summary | null = null;
 
+  // Everything but the selected step's bar is drawn once per width into `base`; a step change copies it and
+  // draws that bar.
+  let base: HTMLCanvasElement | null = null;
+
   function draw() {
     if (!sum) return;
     const g = fitCanvas(canvas, H);
     const W = cssWidth(canvas);
-    g.clearRect(0, 0, W, H);
+    if (!base || base.width !== canvas.width || base.height !== canvas.height) {
+      base = document.createElement('canvas');
+      base.width = canvas.width;
+      base.height = canvas.height;
+      const bg = base.getContext('2d')!;
+      bg.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
+      drawBase(bg, W, sum);
+    }
+    g.setTransform(1, 0, 0, 1, 0, 0);
+    g.clearRect(0, 0, canvas.width, canvas.height);
+    g.drawImage(base, 0, 0);
+    g.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
+    const st = sum.steps, i = ctx.store.sel.step, s = st[i];
+    if (s) {
+      const sx = new Scale(0, st.length, PAD_L, W), sy = new Scale(0, maxOpNs(st), H - 4, 6);
+      const bw = (W - PAD_L) / st.length;
+      g.fillStyle = '#3df2ff';
+      g.fillRect(sx.px(i), sy.px(s.op_ns ?? 0), Math.max(1, bw - (bw > 3 ? 1 : 0)), H - 4 - sy.px(s.op_ns ?? 0));
+    }
+    canvas.dataset.steps = String(st.length);
+    canvas.dataset.step = String(i);
+  }
+
+  function drawBase(g: CanvasRenderingContext2D, W: number, sum: Summary) {
     const st = sum.steps;
     const sx = new Scale(0, st.length, PAD_L, W);
-    const maxT = Math.max(1, ...st.map((s) => s.op_ns ?? 0));
+    const maxT = maxOpNs(st);
     const maxB = Math.max(1, ...st.map((s) => Math.max(s.file_bytes ?? 0, s.buffer_bytes ?? 0)));
     const sy = new Scale(0, maxT, H - 4, 6), sb = new Scale(0, maxB, H - 4, 6);
     g.fillStyle = '#14181e';
     g.fillRect(PAD_L, 0, W - PAD_L, H);
     const bw = (W - PAD_L) / st.length;
     st.forEach((s, i) => {
-      g.fillStyle = i === ctx.store.sel.step ? '#3df2ff' : s.phase === 'PROMPT' ? '#8e7cc3' : '#56606e';
+      g.fillStyle = s.phase === 'PROMPT' ? '#8e7cc3' : '#56606e';
       g.fillRect(sx.px(i), sy.px(s.op_ns ?? 0), Math.max(1, bw - (bw > 3 ? 1 : 0)), H - 4 - sy.px(s.op_ns ?? 0));
     });
     for (const [key, color] of [['file_bytes', '#4e79a7'], ['buffer_bytes', '#e15759']] as const) {
@@ -44,7 +72,6 @@ export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): HTMLE
     g.fillText(formatNs(maxT), 2, 2);
     g.fillStyle = '#4e79a7';
     g.fillText(formatBytes(maxB), 2, 16);
-    canvas.dataset.steps = String(st.length);
   }
 
   function tables() {
@@ -91,7 +118,7 @@ export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): HTMLE
     const i = Math.floor(new Scale(0, sum.steps.length, PAD_L, r.width).inv(ev.clientX - r.left));
     if (i >= 0 && i < sum.steps.length) ctx.store.setStep(i);
   });
-  ctx.store.on('step', draw);
+  ctx.store.on('step', whenVisible(root, draw));
   window.addEventListener('resize', draw);
   (root as any).start = async () => { sum = await getSummary(); draw(); tables(); };
   return root;

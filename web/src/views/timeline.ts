@@ -2,7 +2,7 @@
 import type { Spans } from '../api';
 import type { Ctx } from '../context';
 import { formatNs, layerColor, OP_COLORS, OP_KINDS, Scale, stepAtTime } from '../transforms';
-import { cssWidth, debounce, el, esc, fitCanvas, hideTip, panel, rafThrottle, showTip } from '../ui';
+import { cssWidth, debounce, el, esc, fitCanvas, hideTip, panel, rafThrottle, showTip, leadingDebounce } from '../ui';
 
 const LANE = 22, TOP = 18, BOTTOM = 6;
 
@@ -12,7 +12,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
   let abort: AbortController | null = null;
   const colorSel = el('select', { id: 'timeline-color', 'aria-label': 'color by' },
     el('option', { value: 'op' }, 'color by op kind'), el('option', { value: 'layer' }, 'color by layer'));
-  const fit = el('button', { onclick: () => setWindow(total) }, 'whole run');
+  const fit = el('button', { onclick: () => setWindow(total, true) }, 'whole run');
   const stepBtn = el('button', { onclick: () => zoomToStep(ctx.store.sel.step) }, 'zoom to step');
   const info = el('span', { class: 'muted' });
   const { root, body } = panel('timeline', 'Timeline', colorSel, fit, stepBtn, info);
@@ -22,31 +22,43 @@ export function timelineView(ctx: Ctx): HTMLElement {
   const threads = Math.max(1, ctx.info.derived.threads);
   const height = TOP + threads * LANE + BOTTOM;
 
-  function setWindow(w: [number, number]) {
+  // `now`: a single jump (button, selection) fetches at once; wheel and drag moves are coalesced first
+  function setWindow(w: [number, number], now = false) {
     ctx.timeWindow = [Math.max(total[0], w[0]), Math.min(total[1], Math.max(w[0] + 50, w[1]))];
     redraw();
-    loadSoon();
+    if (now) load(); else loadSoon();
     for (const f of ctx.onTimeWindow) f();
   }
   function zoomToStep(s: number) {
     const t = ctx.stepTimes[s];
     if (!t) return;
     const pad = (t[1] - t[0]) * 0.03;
-    setWindow([t[0] - pad, t[1] + pad]);
+    setWindow([t[0] - pad, t[1] + pad], true);
   }
+
+  // Answers by window: the whole run (aggregating every span takes the server 40-100 ms) and the steps zoomed into
+  // come back often; the run does not change while served.
+  const cache = new Map<string, Spans>();
+  const CACHE_SIZE = 32;
 
   async function load() {
     abort?.abort();
-    abort = new AbortController();
     const [t0, t1] = ctx.timeWindow;
+    const q = { t0: Math.floor(t0), t1: Math.ceil(t1), px: Math.round(cssWidth(canvas) || 1000), limit: 30000 };
+    const key = `${q.t0}|${q.t1}|${q.px}`;
+    const hit = cache.get(key);
+    if (hit) { data = hit; draw(); return; }
+    abort = new AbortController();
     try {
-      data = await ctx.api.spans({ t0: Math.floor(t0), t1: Math.ceil(t1), px: Math.round(cssWidth(canvas) || 1000), limit: 30000 }, abort.signal);
+      data = await ctx.api.spans(q, abort.signal);
+      cache.set(key, data);
+      if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
       draw();
     } catch (e) {
       if ((e as Error).name !== 'AbortError') info.textContent = `error: ${(e as Error).message}`;
     }
   }
-  const loadSoon = debounce(load, 50);
+  const loadSoon = leadingDebounce(load, 50);
 
   function color(op: number, layer: number): string {
     return colorSel.value === 'op' ? OP_COLORS[OP_KINDS[op]] ?? '#888' : layerColor(layer < 0 ? null : layer, ctx.nLayers);
@@ -102,6 +114,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
     for (let th = 0; th < threads; th++) { g.fillStyle = '#d6dde6'; g.fillText(`T${th}`, 3, TOP + th * LANE + 6); }
     canvas.dataset.drawn = String(drawn);
     canvas.dataset.mode = data?.mode ?? '';
+    canvas.dataset.window = data ? `${data.t0}-${data.t1}` : '';  // the window of the spans drawn (tests)
     info.textContent = `${formatNs(t0)} – ${formatNs(t1)} · ${data?.count ?? 0} spans${data?.mode === 'buckets' ? ' (aggregated per pixel: zoom in for single ops)' : ''}`;
   }
   const redraw = rafThrottle(draw);
@@ -176,7 +189,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
   ctx.store.on('step', () => {
     const t = ctx.stepTimes[ctx.store.sel.step];
     const [t0, t1] = ctx.timeWindow;
-    if (t && (t[0] > t1 || t[1] < t0)) { const span = t1 - t0; setWindow([t[0] - span * 0.1, t[0] + span * 0.9]); } else redraw();
+    if (t && (t[0] > t1 || t[1] < t0)) { const span = t1 - t0; setWindow([t[0] - span * 0.1, t[0] + span * 0.9], true); } else redraw();
   });
   ctx.store.on('op', () => {
     const op = ctx.store.sel.op;
@@ -185,7 +198,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
       const dur = op.end_ns - op.start_ns;
       if (op.start_ns < t0 || op.end_ns > t1 || data?.mode !== 'spans') {
         const st = ctx.stepTimes[op.step];
-        if (st) setWindow([st[0], st[1]]); else setWindow([op.start_ns - dur * 20, op.end_ns + dur * 20]);
+        if (st) setWindow([st[0], st[1]], true); else setWindow([op.start_ns - dur * 20, op.end_ns + dur * 20], true);
         return;
       }
     }
