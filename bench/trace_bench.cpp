@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "trace/landscape.h"
+#include "trace/tracer.h"
 
 namespace tt {
 namespace {
@@ -19,6 +20,22 @@ void BM_LogitLandscape(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_LogitLandscape)->Arg(32000)->Arg(151936);
+
+}  // namespace
+}  // namespace tt
+
+namespace tt {
+namespace {
+
+void BM_ReadoutStats(benchmark::State& state) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  std::vector<float> v(static_cast<size_t>(state.range(0)));
+  for (float& x : v) x = dist(rng);
+  for (auto _ : state) benchmark::DoNotOptimize(readout_stats(v));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_ReadoutStats)->Arg(32000);
 
 }  // namespace
 }  // namespace tt

@@ -1,5 +1,6 @@
 // Tracing: every record has the right step, phase, positions and layer; the op sequence of a 2-step run of
 // stories260K is llama.cpp's (shared/reference/ops); the run directory is complete and atomic.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -180,6 +181,46 @@ TEST(Trace, TruncatedTraceIsReadUpToTheLastCompleteRecord) {
   EXPECT_GT(cut.ops.size(), 0u);
   EXPECT_LT(cut.ops.size(), whole.ops.size());
   for (size_t i = 0; i < cut.ops.size(); ++i) EXPECT_EQ(cut.ops[i].name, whole.ops[i].name);
+}
+
+// Compact traces (OP_REPEAT for ops whose record only differs in times, threads and positions) read back to the
+// same records as full ones: two greedy runs, compact and not, agree on every field but the times.
+TEST(Trace, CompactTraceReadsBackAsFullRecords) {
+  TempDir tmp;
+  trace::TraceContents t[2];
+  uint64_t bytes[2];
+  for (int compact = 0; compact < 2; ++compact) {
+    const std::string dir = (tmp.path / fmt::format("run{}", compact)).string();
+    ExperimentOptions o = stories_options(dir, 6);
+    o.n_threads = 1;  // thread fields then agree too
+    o.trace_options.compact = compact == 1;
+    run_experiment(o, nullptr);
+    t[compact] = trace::read_trace(dir + "/trace.bin");
+    bytes[compact] = fs::file_size(dir + "/trace.bin");
+  }
+  ASSERT_EQ(t[0].ops.size(), t[1].ops.size());
+  EXPECT_LT(bytes[1], bytes[0] * 3 / 4) << "compact trace not smaller";
+  auto same_tensor = [](const trace::TensorRecord& a, const trace::TensorRecord& b) {
+    bool same = a.name == b.name && a.type == b.type && a.pool == b.pool && a.buffer_id == b.buffer_id &&
+                a.offset == b.offset && a.bytes == b.bytes && a.ranges.size() == b.ranges.size();
+    for (int d = 0; d < 4; ++d) same = same && a.ne[d] == b.ne[d];
+    for (size_t k = 0; same && k < a.ranges.size(); ++k)
+      same = a.ranges[k].offset == b.ranges[k].offset && a.ranges[k].length == b.ranges[k].length &&
+             a.ranges[k].pos_begin == b.ranges[k].pos_begin && a.ranges[k].pos_end == b.ranges[k].pos_end &&
+             a.ranges[k].pool == b.ranges[k].pool;
+    return same;
+  };
+  for (size_t i = 0; i < t[0].ops.size(); ++i) {
+    const trace::OpRecord &a = t[0].ops[i], &b = t[1].ops[i];
+    bool same = a.step == b.step && a.node == b.node && a.phase == b.phase && a.op == b.op && a.layer == b.layer &&
+                a.pos_begin == b.pos_begin && a.pos_end == b.pos_end && a.thread == b.thread &&
+                a.n_threads == b.n_threads && a.name == b.name && same_tensor(a.out, b.out) &&
+                a.write.offset == b.write.offset && a.write.length == b.write.length && a.fused == b.fused &&
+                a.inputs.size() == b.inputs.size();
+    for (size_t k = 0; same && k < a.inputs.size(); ++k) same = same_tensor(a.inputs[k], b.inputs[k]);
+    ASSERT_TRUE(same) << "op " << i << " (step " << a.step << ", node " << a.node << ", " << a.name
+                      << ") differs between the full and the compact trace";
+  }
 }
 
 TEST(Trace, ValuesAndCheckFinite) {

@@ -8,7 +8,7 @@
 namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
-constexpr uint32_t kVersion = 2;     // written; version 1 (no IO records) is still read
+constexpr uint32_t kVersion = 3;     // written; versions 1 (no IO) and 2 (no OP_REPEAT) are still read
 constexpr uint32_t kMinVersion = 1;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
 
@@ -20,6 +20,9 @@ enum class RecordKind : uint8_t {
   SPAN = 4,        // u32 step, u32 node, u16 thread, u64 start_ns, u64 end_ns: one worker's share of a node
   STEP_END = 5,    // u32 step, u64 t_ns, i32 token (-1: none), f32 probability
   IO = 6,          // version 2, with `run --io-trace`: page-cache residency and storage reads of one op (IoRecord)
+  // version 3: u32 step, u32 node, u8 phase, i32 pos_begin, i32 pos_end, u16 thread, u16 n_threads, u64 start_ns,
+  // u64 end_ns: the node's previous OP record again with these fields replaced (see docs/trace-format.md).
+  OP_REPEAT = 7,
 };
 
 }  // namespace tt::trace

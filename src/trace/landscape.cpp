@@ -6,6 +6,11 @@
 
 #include "core/error.h"
 
+// The 32-byte vectors below are passed only to always-inlined helpers, never across an ABI boundary.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 namespace tt {
 namespace {
 
@@ -13,24 +18,58 @@ namespace {
 // baseline ISA, and the compiler does not vectorise float reductions on its own (that would reorder the sums).
 typedef float Float4 __attribute__((vector_size(16)));
 typedef int32_t Int4 __attribute__((vector_size(16)));
+typedef float Float8 __attribute__((vector_size(32)));
+typedef int32_t Int8 __attribute__((vector_size(32)));
 
 // exp(x) for x <= 0 to about 2 ulp, four at a time, without libm (a call per element would cost a millisecond a
 // step on a 150k-token vocabulary). Range reduction x = n ln2 + r (Cody-Waite, two constants), |r| <= ln2/2,
 // degree-6 polynomial, 2^n built from its exponent bits.
-inline Float4 exp_nonpositive(Float4 x) {
-  x = x < -87.0f ? Float4{} - 87.0f : x;  // below: exp underflows; such a term's share of Z is < 1e-37
+template <typename Float, typename Int>
+[[gnu::always_inline]] inline Float exp_nonpositive(Float x) {
+  x = x < -87.0f ? Float{} - 87.0f : x;  // below: exp underflows; such a term's share of Z is < 1e-37
   // Round to nearest by adding and subtracting 1.5 * 2^23 (valid for |x log2 e| < 2^22).
   constexpr float kRound = 12582912.0f;
-  const Float4 n = (x * 1.44269504088896341f + kRound) - kRound;
-  const Float4 r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  Float4 p = r * (1.0f / 720) + 1.0f / 120;
+  const Float n = (x * 1.44269504088896341f + kRound) - kRound;
+  const Float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  Float p = r * (1.0f / 720) + 1.0f / 120;
   p = p * r + 1.0f / 24;
   p = p * r + 1.0f / 6;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const Int4 bits = (__builtin_convertvector(n, Int4) + 127) << 23;
-  return p * std::bit_cast<Float4>(bits);
+  const Int bits = (__builtin_convertvector(n, Int) + 127) << 23;
+  return p * std::bit_cast<Float>(bits);
+}
+
+// Z = sum_i exp(l_i - m) and S = sum_i exp(l_i - m) (l_i - m) for l_i <= m: eight float lanes summed over chunks
+// of 256 logits (error < 1e-5 relative), chunks summed in double. Compiled twice (AVX2 and baseline), chosen at
+// load time: this is most of the landscape's cost.
+__attribute__((target_clones("avx2", "default"))) void softmax_moments(const float* l, size_t n, float m,
+                                                                      double& z_sum, double& s_sum) {
+  z_sum = 0, s_sum = 0;
+  constexpr size_t kChunk = 256;
+  for (size_t begin = 0; begin < n; begin += kChunk) {
+    const size_t end = std::min(n, begin + kChunk);
+    Float8 z8[2] = {}, s8[2] = {};  // two chains: the adds' latency, not their count, bounds this loop
+    size_t i = begin;
+    for (; i + 16 <= end; i += 16)
+      for (int h = 0; h < 2; ++h) {
+        Float8 d;
+        std::memcpy(&d, l + i + 8 * h, sizeof(d));
+        d -= m;
+        const Float8 e = exp_nonpositive<Float8, Int8>(d);
+        z8[h] += e;
+        s8[h] += e * d;
+      }
+    for (; i < end; ++i) {  // tail, padded with -inf distances (e = 0)
+      Float4 d = Float4{} - 1000.0f;
+      d[0] = l[i] - m;
+      const Float4 e = exp_nonpositive<Float4, Int4>(d);
+      z_sum += e[0];
+      s_sum += static_cast<double>(e[0]) * d[0];
+    }
+    for (int j = 0; j < 8; ++j) z_sum += z8[0][j] + z8[1][j], s_sum += s8[0][j] + s8[1][j];
+  }
 }
 
 }  // namespace
@@ -67,32 +106,8 @@ LogitLandscape logit_landscape(std::span<const float> logits, int k) {
   out.max_logit = logits[out.top[0]];
 
   // Pass 2: Z = sum e_i and S = sum e_i (l_i - m) with e_i = exp(l_i - m); then H = log Z - S / Z.
-  // Four float lanes summed over chunks of 256 logits (error < 1e-5 relative), chunks summed in double.
-  const float m = out.max_logit;
-  double z_sum = 0, s_sum = 0;
-  constexpr size_t kChunk = 256;
-  for (size_t begin = 0; begin < n; begin += kChunk) {
-    const size_t end = std::min(n, begin + kChunk);
-    Float4 z4[2] = {}, s4[2] = {};  // two chains: the adds' latency, not their count, bounds this loop
-    size_t i = begin;
-    for (; i + 8 <= end; i += 8)
-      for (int h = 0; h < 2; ++h) {
-        Float4 d;
-        std::memcpy(&d, logits.data() + i + 4 * h, sizeof(d));
-        d -= m;
-        const Float4 e = exp_nonpositive(d);
-        z4[h] += e;
-        s4[h] += e * d;
-      }
-    for (; i < end; ++i) {  // tail, padded with -inf distances (e = 0)
-      Float4 d = Float4{} - 1000.0f;
-      d[0] = logits[i] - m;
-      const Float4 e = exp_nonpositive(d);
-      z_sum += e[0];
-      s_sum += static_cast<double>(e[0]) * d[0];
-    }
-    for (int j = 0; j < 4; ++j) z_sum += z4[0][j] + z4[1][j], s_sum += s4[0][j] + s4[1][j];
-  }
+  double z_sum, s_sum;
+  softmax_moments(logits.data(), n, out.max_logit, z_sum, s_sum);
   out.log_z = std::log(z_sum);
   out.entropy = std::max(0.0, out.log_z - s_sum / z_sum);
   return out;

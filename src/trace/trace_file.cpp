@@ -10,13 +10,11 @@ namespace tt::trace {
 namespace {
 
 template <typename T>
-void put(std::vector<uint8_t>& b, T v) {
-  const size_t at = b.size();
-  b.resize(at + sizeof(T));
-  std::memcpy(b.data() + at, &v, sizeof(T));
+void put(RecordBuffer& b, T v) {
+  b.put(v);
 }
 
-void put_range(std::vector<uint8_t>& b, const RangeRecord& r) {
+void put_range(RecordBuffer& b, const RangeRecord& r) {
   put<uint8_t>(b, static_cast<uint8_t>(r.pool));
   put<int32_t>(b, r.buffer_id);
   put<uint64_t>(b, r.offset);
@@ -64,10 +62,9 @@ RangeRecord get_range(Reader& r) {
 TraceWriter::TraceWriter(const std::string& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "wb");
   if (!file_) fail("cannot create '{}': {}", path, std::strerror(errno));
-  buffer_.insert(buffer_.end(), kMagic, kMagic + 8);
+  buffer_.put_bytes(kMagic, 8);
   put<uint32_t>(buffer_, kVersion);
   put<uint32_t>(buffer_, 0);
-  buffer_.reserve(1 << 20);
 }
 
 TraceWriter::~TraceWriter() {
@@ -86,6 +83,8 @@ void TraceWriter::flush() {
 }
 
 void TraceWriter::begin_record(RecordKind kind) {
+  TT_CHECK(!in_record_, "trace record begun inside another");
+  in_record_ = true;
   record_start_ = buffer_.size();
   put<uint32_t>(buffer_, 0);
   put<uint8_t>(buffer_, static_cast<uint8_t>(kind));
@@ -94,24 +93,21 @@ void TraceWriter::begin_record(RecordKind kind) {
 void TraceWriter::end_record() {
   const uint32_t len = static_cast<uint32_t>(buffer_.size() - record_start_ - 5);
   std::memcpy(buffer_.data() + record_start_, &len, 4);
+  in_record_ = false;
 }
 
 uint32_t TraceWriter::intern(const std::string& s) {
   auto it = strings_.find(s);
   if (it != strings_.end()) return it->second;
   const uint32_t id = static_cast<uint32_t>(strings_.size());
-  strings_.emplace(s, id);
-  // A STRING record may sit between another record's fields being prepared; it is emitted before that record.
-  std::vector<uint8_t> rec;
-  put<uint32_t>(rec, 0);
-  put<uint8_t>(rec, static_cast<uint8_t>(RecordKind::STRING));
-  put<uint32_t>(rec, id);
+  names_.push_back(&strings_.emplace(s, id).first->first);
+  // Strings are interned before the record that uses them is begun, so their STRING records precede it.
   const uint16_t len = static_cast<uint16_t>(std::min<size_t>(s.size(), 65535));
-  put<uint16_t>(rec, len);
-  rec.insert(rec.end(), s.begin(), s.begin() + len);
-  const uint32_t payload = static_cast<uint32_t>(rec.size() - 5);
-  std::memcpy(rec.data(), &payload, 4);
-  buffer_.insert(buffer_.end(), rec.begin(), rec.end());
+  begin_record(RecordKind::STRING);
+  put<uint32_t>(buffer_, id);
+  put<uint16_t>(buffer_, len);
+  buffer_.put_bytes(s.data(), len);
+  end_record();
   return id;
 }
 
@@ -169,12 +165,16 @@ void TraceWriter::io(const IoRecord& r) {
 
 void TraceWriter::op(const OpRecord& r) {
   // Intern every string first, so their STRING records precede this OP record.
-  const uint32_t name_id = intern(r.name);
-  const uint32_t out_id = intern(r.out.name);
-  std::vector<uint32_t> input_ids;
-  input_ids.reserve(r.inputs.size());
-  for (const TensorRecord& t : r.inputs) input_ids.push_back(intern(t.name));
+  std::vector<uint32_t> ids;
+  ids.reserve(2 + r.inputs.size());
+  ids.push_back(intern(r.name));
+  ids.push_back(intern(r.out.name));
+  for (const TensorRecord& t : r.inputs) ids.push_back(intern(t.name));
+  op(r, ids.data());
+}
 
+void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
+  const uint32_t name_id = ids[0], out_id = ids[1];
   auto put_tensor = [&](const TensorRecord& t, uint32_t id) {
     put<uint32_t>(buffer_, id);
     put<uint8_t>(buffer_, static_cast<uint8_t>(t.type));
@@ -203,7 +203,7 @@ void TraceWriter::op(const OpRecord& r) {
   for (OpKind k : r.fused) put<uint8_t>(buffer_, static_cast<uint8_t>(k));
   put<uint16_t>(buffer_, static_cast<uint16_t>(r.inputs.size()));
   for (size_t i = 0; i < r.inputs.size(); ++i) {
-    put_tensor(r.inputs[i], input_ids[i]);
+    put_tensor(r.inputs[i], ids[2 + i]);
     put<uint32_t>(buffer_, static_cast<uint32_t>(r.inputs[i].ranges.size()));
     for (const RangeRecord& rr : r.inputs[i].ranges) put_range(buffer_, rr);
   }
@@ -220,6 +220,21 @@ void TraceWriter::op(const OpRecord& r) {
   ++op_count_;
 }
 
+void TraceWriter::op_repeat(const OpRecord& r) {
+  begin_record(RecordKind::OP_REPEAT);
+  put<uint32_t>(buffer_, r.step);
+  put<uint32_t>(buffer_, r.node);
+  put<uint8_t>(buffer_, static_cast<uint8_t>(r.phase));
+  put<int32_t>(buffer_, r.pos_begin);
+  put<int32_t>(buffer_, r.pos_end);
+  put<uint16_t>(buffer_, r.thread);
+  put<uint16_t>(buffer_, r.n_threads);
+  put<uint64_t>(buffer_, r.start_ns);
+  put<uint64_t>(buffer_, r.end_ns);
+  end_record();
+  ++op_count_;
+}
+
 TraceContents read_trace(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot read trace '{}'", path);
@@ -230,6 +245,11 @@ TraceContents read_trace(const std::string& path) {
   std::memcpy(&out.version, data.data() + 8, 4);
   if (out.version < kMinVersion || out.version > kVersion) fail("'{}': trace format version {} is not supported (expected {} to {})", path, out.version, kMinVersion, kVersion);
   std::vector<std::string> strings;
+  std::vector<OpRecord> last_op;  // by node index: the node's most recent record (for OP_REPEAT)
+  auto remember = [&](const OpRecord& o) {
+    if (o.node >= last_op.size()) last_op.resize(o.node + 1);
+    last_op[o.node] = o;
+  };
   auto str = [&](uint32_t id) -> const std::string& {
     if (id >= strings.size()) fail("'{}': record refers to undefined string {}", path, id);
     return strings[id];
@@ -335,6 +355,24 @@ TraceContents read_trace(const std::string& path) {
             o.stats.inf_count = r.get<uint64_t>();
             o.stats.hash = r.get<uint64_t>();
           }
+          remember(o);
+          out.ops.push_back(std::move(o));
+          break;
+        }
+        case RecordKind::OP_REPEAT: {
+          if (out.version < 3) fail("OP_REPEAT record in a version {} trace", out.version);
+          const uint32_t step = r.get<uint32_t>(), node = r.get<uint32_t>();
+          if (node >= last_op.size() || last_op[node].op == OpKind::kCount)
+            fail("OP_REPEAT of node {} (step {}) before any OP record of that node", node, step);
+          OpRecord o = last_op[node];
+          o.step = step;
+          o.phase = static_cast<Phase>(r.get<uint8_t>());
+          o.pos_begin = r.get<int32_t>();
+          o.pos_end = r.get<int32_t>();
+          o.thread = r.get<uint16_t>();
+          o.n_threads = r.get<uint16_t>();
+          o.start_ns = r.get<uint64_t>();
+          o.end_ns = r.get<uint64_t>();
           out.ops.push_back(std::move(o));
           break;
         }

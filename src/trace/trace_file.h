@@ -11,12 +11,47 @@
 
 namespace tt::trace {
 
+// Append-only bytes of the records not yet written: a field is one predictable capacity check and a memcpy
+// (std::vector::resize per field zero-fills and costs several times that, on every field of every op).
+class RecordBuffer {
+ public:
+  template <typename T>
+  void put(T v) {
+    if (bytes_.size() - used_ < sizeof(T)) [[unlikely]]
+      grow(sizeof(T));
+    std::memcpy(bytes_.data() + used_, &v, sizeof(T));
+    used_ += sizeof(T);
+  }
+  void put_bytes(const void* p, size_t n) {
+    if (bytes_.size() - used_ < n) grow(n);
+    std::memcpy(bytes_.data() + used_, p, n);
+    used_ += n;
+  }
+  uint8_t* data() { return bytes_.data(); }
+  size_t size() const { return used_; }
+  bool empty() const { return used_ == 0; }
+  void clear() { used_ = 0; }
+
+ private:
+  void grow(size_t n) { bytes_.resize(std::max<size_t>(2 * bytes_.size(), used_ + n + 4096)); }
+  std::vector<uint8_t> bytes_;
+  size_t used_ = 0;
+};
+
 class TraceWriter {
  public:
   explicit TraceWriter(const std::string& path);  // throws tt::Error
   ~TraceWriter();
   void step_begin(const StepMarker& m);
   void op(const OpRecord& r);
+  // The same record with its strings already interned: ids[0] the op name, ids[1] the output, ids[2 + k] input k
+  // (the record's own name fields are not read). The tracer caches these per graph, saving a lookup per string.
+  void op(const OpRecord& r, const uint32_t* ids);
+  // An op whose record equals the previous record of the same node index but for the per-step fields.
+  void op_repeat(const OpRecord& r);
+  // Id of a string in the trace's string table; its STRING record is emitted before any record that uses it.
+  uint32_t intern(const std::string& s);
+  const std::string& string_of(uint32_t id) const { return *names_[id]; }
   void span(const SpanRecord& s);
   void step_end(const StepMarker& m);
   void io(const IoRecord& r);
@@ -27,15 +62,16 @@ class TraceWriter {
   uint64_t span_count() const { return span_count_; }
 
  private:
-  uint32_t intern(const std::string& s);
   void begin_record(RecordKind kind);
   void end_record();
 
   std::string path_;
   std::FILE* file_ = nullptr;
-  std::vector<uint8_t> buffer_;
+  RecordBuffer buffer_;
   size_t record_start_ = 0;
+  bool in_record_ = false;
   std::unordered_map<std::string, uint32_t> strings_;
+  std::vector<const std::string*> names_;  // id -> key in strings_ (node-based map: keys never move)
   uint64_t bytes_written_ = 0, op_count_ = 0, span_count_ = 0;
 };
 

@@ -17,34 +17,61 @@
 #include "tokenizer/tokenizer.h"
 #include "core/shape.h"
 #include "trace/landscape.h"
+#include "trace/json_line.h"
 
 namespace tt {
 
 using nlohmann::json;
 
 nlohmann::json TraceOptions::to_json() const {
-  return {{"values", values}, {"check_finite", check_finite}, {"logit_top_k", logit_top_k}, {"io", io}};
+  return {{"values", values},
+          {"check_finite", check_finite},
+          {"logit_top_k", logit_top_k},
+          {"io", io},
+          {"compact", compact}};
 }
 
-json readout_stats(std::span<const float> v) {
-  if (v.empty()) return json::object();
-  // Four independent partial sums: one chain of dependent double adds would take 4 cycles an element.
-  double sum[4] = {}, sum2[4] = {};
-  float mn = v[0], mx = v[0];
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double x = v[i];
-    sum[i % 4] += x;
-    sum2[i % 4] += x * x;
-    mn = std::min(mn, v[i]);
-    mx = std::max(mx, v[i]);
+ReadoutStats readout_stats(std::span<const float> v) {
+  ReadoutStats r;
+  if (v.empty()) return r;
+  // Vectors of the GCC/Clang extension, so this runs vectorised at the baseline ISA: it reads the vocabulary-sized
+  // logits every step. Sums in double (Double2 lanes), min/max in float.
+  typedef float Float4 __attribute__((vector_size(16)));
+  typedef double Double2 __attribute__((vector_size(16)));
+  Double2 sum[2] = {}, sum2[2] = {};
+  Float4 mn = Float4{} + v[0], mx = mn;
+  size_t i = 0;
+  for (; i + 4 <= v.size(); i += 4) {
+    Float4 x;
+    std::memcpy(&x, v.data() + i, sizeof(x));
+    const Double2 lo = {x[0], x[1]}, hi = {x[2], x[3]};
+    sum[0] += lo, sum[1] += hi;
+    sum2[0] += lo * lo, sum2[1] += hi * hi;
+    mn = x < mn ? x : mn;
+    mx = x > mx ? x : mx;
   }
-  const double mean = (sum[0] + sum[1] + sum[2] + sum[3]) / v.size();
-  const double var = std::max(0.0, (sum2[0] + sum2[1] + sum2[2] + sum2[3]) / v.size() - mean * mean);
-  return {{"min", mn},
-          {"max", mx},
-          {"mean", mean},
-          {"std", std::sqrt(var)},
-          {"hash", fmt::format("{:016x}", XXH64(v.data(), v.size_bytes(), 0))}};
+  double s = sum[0][0] + sum[0][1] + sum[1][0] + sum[1][1];
+  double s2 = sum2[0][0] + sum2[0][1] + sum2[1][0] + sum2[1][1];
+  r.min = std::min(std::min(mn[0], mn[1]), std::min(mn[2], mn[3]));
+  r.max = std::max(std::max(mx[0], mx[1]), std::max(mx[2], mx[3]));
+  for (; i < v.size(); ++i) {
+    s += v[i], s2 += static_cast<double>(v[i]) * v[i];
+    r.min = std::min(r.min, v[i]), r.max = std::max(r.max, v[i]);
+  }
+  r.mean = s / v.size();
+  r.std = std::sqrt(std::max(0.0, s2 / v.size() - r.mean * r.mean));
+  r.hash = XXH64(v.data(), v.size_bytes(), 0);
+  return r;
+}
+
+void ReadoutStats::write(JsonLine& j) const {
+  j.begin_object()
+      .field("min", min)
+      .field("max", max)
+      .field("mean", mean)
+      .field("std", std)
+      .field("hash", std::string_view(fmt::format("{:016x}", hash)))
+      .end_object();
 }
 
 namespace {
@@ -64,8 +91,8 @@ trace::RangeRecord to_record(const ByteRange& r) {
   return {r.pool, r.buffer_id, r.offset, r.length, r.pos_begin, r.pos_end};
 }
 
+// Everything but the name (interned once per graph, see Tracer::names_of).
 void fill_tensor(trace::TensorRecord& t, const Tensor& src) {
-  t.name = src.name;
   t.type = src.type;
   for (int d = 0; d < 4; ++d) t.ne[d] = src.ne[d];
   const Tensor& s = src.storage();
@@ -107,11 +134,12 @@ Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int 
 }
 
 void Tracer::record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes) {
-  buffer_events_.push_back({0, 0, 'a', pool, buffer_id, 0, bytes, name, false});
+  buffer_events_.push_back({0, 0, 'a', pool, buffer_id, 0, bytes, writer_.intern(name), false});
   static_bytes_ += bytes;
 }
 
 void Tracer::on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t pos_end) {
+  SelfTimer timer{self_ns_};
   step_ = step;
   phase_ = phase;
   pos_begin_ = pos_begin;
@@ -120,19 +148,50 @@ void Tracer::on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t
   writer_.step_begin({static_cast<uint32_t>(step), phase, pos_begin, pos_end, step_start_, 0, -1, 0, false});
 }
 
-std::string Tracer::graph_key(const Graph& g) const {
-  // Structure without the step-dependent number of attended cache positions.
-  XXH64_state_t* st = XXH64_createState();
-  XXH64_reset(st, 0);
+const Tracer::GraphNames& Tracer::names_of(const std::string& key, const Graph& g, const AllocPlan& plan) {
+  auto it = graph_names_.find(key);
+  if (it != graph_names_.end() && it->second.event_ids.size() == plan.events.size()) return it->second;
+  GraphNames& names = graph_names_[key];
+  names = {};
   for (const Node& n : g.nodes()) {
-    XXH64_update(st, n.out->name.data(), n.out->name.size());
-    XXH64_update(st, &n.op, sizeof(n.op));
-    const bool kv_dependent = n.out->pool == Pool::KV_CACHE;
-    if (!kv_dependent) XXH64_update(st, n.out->ne, sizeof(n.out->ne));
+    names.node_offset.push_back(static_cast<uint32_t>(names.ids.size()));
+    names.ids.push_back(writer_.intern(n.out->name));  // the op is named after what it computes
+    names.ids.push_back(writer_.intern(n.out->name));
+    for (const Tensor* s : n.src) names.ids.push_back(writer_.intern(s->name));
   }
-  std::string key = fmt::format("{:016x}", XXH64_digest(st));
-  XXH64_freeState(st);
-  return key;
+  for (const AllocEvent& e : plan.events) names.event_ids.push_back(writer_.intern(e.tensor->name));
+  for (const Node& n : g.nodes()) {
+    bool fixed = n.op != OpKind::GET_ROWS && n.write.pool != Pool::KV_CACHE && n.out->storage().pool != Pool::KV_CACHE;
+    for (const Tensor* s : n.src) fixed = fixed && s->storage().pool != Pool::KV_CACHE;
+    for (const ByteRange& r : n.reads) fixed = fixed && r.pos_begin < 0 && r.pool != Pool::KV_CACHE;
+    names.repeatable.push_back(fixed);
+  }
+  return names;
+}
+
+std::string Tracer::graph_key(const Graph& g) {
+  // Structure without the step-dependent number of attended cache positions: every node's name, op, inputs,
+  // shape and placement. Graphs with the same key have the same op records but for cache-dependent fields.
+  // Gathered into one buffer and hashed once (a streaming update per field costs more than the hash).
+  std::vector<uint8_t>& b = key_bytes_;
+  b.clear();
+  auto add = [&](const void* p, size_t n) {
+    const auto* c = static_cast<const uint8_t*>(p);
+    b.insert(b.end(), c, c + n);
+  };
+  for (const Node& n : g.nodes()) {
+    add(n.out->name.data(), n.out->name.size() + 1);
+    add(&n.op, sizeof(n.op));
+    for (const Tensor* src : n.src) add(src->name.data(), src->name.size() + 1);
+    if (n.out->pool != Pool::KV_CACHE) {
+      const Tensor& storage = n.out->storage();
+      const uint64_t place[3] = {storage.offset + n.out->view_offset, static_cast<uint64_t>(storage.buffer_id),
+                                 static_cast<uint64_t>(storage.pool)};
+      add(n.out->ne, sizeof(n.out->ne));
+      add(place, sizeof(place));
+    }
+  }
+  return fmt::format("{:016x}", XXH3_64bits(b.data(), b.size()));
 }
 
 json Tracer::graph_json(const Graph& g) const {
@@ -188,6 +247,7 @@ json Tracer::graph_json(const Graph& g) const {
 }
 
 void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
+  SelfTimer timer{self_ns_};
   graph_ = &g;
   plan_ = &plan;
   const size_t n = g.nodes().size();
@@ -211,13 +271,14 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
     dir_.write_json(fmt::format("graphs/graph-{:04}.json", id), graph_json(g), -1);
   }
   step_graph_.push_back(it->second);
+  names_ = &names_of(key, g, plan);
 
   // Activation arena and scratch growth are buffer events too.
   for (const BufferInfo& b : g.buffers) {
     uint64_t& known = b.id == kArenaBuffer ? arena_bytes_ : b.id == kScratchBuffer ? scratch_bytes_ : static_bytes_;
     if ((b.id == kArenaBuffer || b.id == kScratchBuffer) && b.size > known) {
       buffer_events_.push_back({now_ns() - t0_, static_cast<uint32_t>(step_), 'a', b.pool, b.id, 0, b.size,
-                                b.name + " (grow)", false});
+                                writer_.intern(b.name + " (grow)"), false});
       known = b.size;
     }
   }
@@ -291,9 +352,28 @@ void Tracer::on_node_done(int node, const Node& n) {
   stats_[node] = s;
 }
 
+void Tracer::write_full_op(trace::OpRecord& r, const Node& n, size_t i) {
+  fill_tensor(r.out, *n.out);
+  r.write = to_record(n.write);
+  r.fused = n.fused;
+  r.inputs.resize(n.src.size());
+  for (size_t k = 0; k < n.src.size(); ++k) {
+    fill_tensor(r.inputs[k], *n.src[k]);
+    r.inputs[k].ranges.clear();
+  }
+  for (const ByteRange& br : n.reads) r.inputs[br.input].ranges.push_back(to_record(br));
+  r.has_stats = !stats_.empty() && !op_is_view(n.op);
+  if (r.has_stats) r.stats = stats_[i];
+  writer_.op(r, &names_->ids[names_->node_offset[i]]);
+}
+
 void Tracer::write_step_ops(const StepOutcome& o) {
   const Graph& g = *graph_;
   trace::OpRecord& r = record_;
+  // A node's record may be an OP_REPEAT when the graph is the previous step's and the node reads and writes only
+  // step-independent bytes (no cache positions, no token rows): then only its times, threads and step differ.
+  const bool repeat_ok = options_.compact && stats_.empty() && names_ == previous_names_;
+  previous_names_ = names_;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     r.step = static_cast<uint32_t>(o.step);
@@ -319,19 +399,11 @@ void Tracer::write_step_ops(const StepOutcome& o) {
     r.n_threads = static_cast<uint16_t>(workers);
     r.start_ns = start == UINT64_MAX ? 0 : start - t0_;
     r.end_ns = end == 0 ? r.start_ns : end - t0_;
-    r.name = n.out->name;
-    fill_tensor(r.out, *n.out);
-    r.write = to_record(n.write);
-    r.fused = n.fused;
-    r.inputs.resize(n.src.size());
-    for (size_t k = 0; k < n.src.size(); ++k) {
-      fill_tensor(r.inputs[k], *n.src[k]);
-      r.inputs[k].ranges.clear();
+    if (repeat_ok && names_->repeatable[i]) {
+      writer_.op_repeat(r);
+    } else {
+      write_full_op(r, n, i);
     }
-    for (const ByteRange& br : n.reads) r.inputs[br.input].ranges.push_back(to_record(br));
-    r.has_stats = !stats_.empty() && !op_is_view(n.op);
-    if (r.has_stats) r.stats = stats_[i];
-    writer_.op(r);
     if (options_.io && !io_ranges_[i].empty()) {
       trace::IoRecord& io = io_record_;
       io.step = r.step;
@@ -347,7 +419,8 @@ void Tracer::write_step_ops(const StepOutcome& o) {
   // Buffer timeline: allocations when their node starts, frees when it ends.
   uint64_t live = 0, peak = 0;
   int peak_node = -1;
-  for (const AllocEvent& e : plan_->events) {
+  for (size_t j = 0; j < plan_->events.size(); ++j) {
+    const AllocEvent& e = plan_->events[j];
     const uint64_t start = spans_[0][e.node].start ? spans_[0][e.node].start - t0_ : step_start_;
     const uint64_t end = spans_[0][e.node].end ? spans_[0][e.node].end - t0_ : start;
     if (e.kind == AllocEvent::ALLOC) {
@@ -358,7 +431,7 @@ void Tracer::write_step_ops(const StepOutcome& o) {
     }
     buffer_events_.push_back({e.kind == AllocEvent::ALLOC ? start : end, static_cast<uint32_t>(o.step),
                               e.kind == AllocEvent::ALLOC ? 'a' : 'f', Pool::ACTIVATION, kArenaBuffer, e.offset,
-                              e.bytes, e.tensor->name, e.reuse});
+                              e.bytes, names_->event_ids[j], e.reuse});
   }
   step_peaks_.push_back({{"step", o.step},
                          {"activation_peak_bytes", peak},
@@ -370,6 +443,7 @@ void Tracer::write_step_ops(const StepOutcome& o) {
 }
 
 void Tracer::on_step_end(const StepOutcome& o) {
+  SelfTimer timer{self_ns_};
   write_step_ops(o);
   const Tokenizer& tok = *model_.tokenizer;
 
@@ -377,35 +451,50 @@ void Tracer::on_step_end(const StepOutcome& o) {
   std::span<const float> logits = o.logits;
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
   const LogitLandscape land = logit_landscape(logits, std::max(k, 2));
-  json top = json::array();
   auto text_of = [&](int32_t id) { return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string(); };
+  const int32_t chosen = o.sampled.token;
+  JsonLine& j = step_line_;
+  j.clear();
+  j.begin_object()
+      .field("step", o.step)
+      .field("phase", phase_name(o.phase))
+      .field("pos_begin", o.pos_begin)
+      .field("pos_end", o.pos_end);
+  j.begin_array("input_tokens");
+  for (int32_t t : o.input_tokens) j.value(t);
+  j.end_array();
+  if (chosen >= 0) {
+    j.field("token", chosen)
+        .field("token_text", std::string_view(text_of(chosen)))
+        .field("probability", o.sampled.probability)
+        .field("softmax_probability", land.prob(logits[chosen]));
+  } else {
+    j.key("token").null().key("token_text").null().key("probability").null().key("softmax_probability").null();
+  }
+  j.field("end_of_generation", o.end_of_generation);
+  j.begin_array("top_k");
   for (int i = 0; i < k; ++i) {
     const int32_t id = land.top[i];
-    top.push_back({{"id", id}, {"text", text_of(id)}, {"logit", logits[id]}, {"prob", land.prob(logits[id])}});
+    j.begin_object()
+        .field("id", id)
+        .field("text", std::string_view(text_of(id)))
+        .field("logit", logits[id])
+        .field("prob", land.prob(logits[id]))
+        .end_object();
   }
-  const int32_t chosen = o.sampled.token;
-  json step = {{"step", o.step},
-               {"phase", phase_name(o.phase)},
-               {"pos_begin", o.pos_begin},
-               {"pos_end", o.pos_end},
-               {"input_tokens", std::vector<int32_t>(o.input_tokens.begin(), o.input_tokens.end())},
-               {"token", chosen >= 0 ? json(chosen) : json(nullptr)},
-               {"token_text", chosen >= 0 ? json(text_of(chosen)) : json(nullptr)},
-               {"probability", chosen >= 0 ? json(o.sampled.probability) : json(nullptr)},
-               {"softmax_probability",
-                chosen >= 0 ? json(land.prob(logits[chosen])) : json(nullptr)},
-               {"end_of_generation", o.end_of_generation},
-               {"top_k", top},
-               {"top1_top2_gap", land.top.size() > 1 ? logits[land.top[0]] - logits[land.top[1]] : 0.0f},
-               {"entropy", land.entropy},
-               {"hidden_stats", readout_stats(o.hidden)},
-               {"logits_stats", readout_stats(logits)},
-               {"start_ns", o.start_ns - t0_},
-               {"end_ns", o.end_ns - t0_},
-               {"n_ops", graph_->nodes().size()},
-               {"graph", step_graph_.back()}};
-  // Token texts of random models may be invalid UTF-8: replaced, never an error.
-  *steps_stream_ << step.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+  j.end_array();
+  j.field("top1_top2_gap", land.top.size() > 1 ? logits[land.top[0]] - logits[land.top[1]] : 0.0f)
+      .field("entropy", land.entropy);
+  j.key("hidden_stats");
+  readout_stats(o.hidden).write(j);
+  j.key("logits_stats");
+  readout_stats(logits).write(j);
+  j.field("start_ns", o.start_ns - t0_)
+      .field("end_ns", o.end_ns - t0_)
+      .field("n_ops", static_cast<uint64_t>(graph_->nodes().size()))
+      .field("graph", step_graph_.back())
+      .end_object();
+  *steps_stream_ << j.str() << '\n';
   steps_stream_->flush();
   writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_, chosen,
                     o.sampled.probability, true});
@@ -421,7 +510,7 @@ json Tracer::finish() {
   json events = json::array();
   for (const BufferEvent& e : buffer_events_)
     events.push_back({e.t_ns, e.step, std::string(1, e.kind), pool_name(e.pool), e.buffer_id, e.offset, e.bytes,
-                      e.tensor, e.reuse});
+                      writer_.string_of(e.tensor), e.reuse});
   uint64_t peak = 0;
   for (const json& p : step_peaks_) peak = std::max<uint64_t>(peak, p["total_peak_bytes"].get<uint64_t>());
   dir_.write_json("buffers.json",
@@ -438,7 +527,8 @@ json Tracer::finish() {
           {"steps", step_graph_.size()},
           {"graphs", graph_ids_.size()},
           {"buffer_events", buffer_events_.size()},
-          {"trace_bytes", writer_.bytes_written()}};
+          {"trace_bytes", writer_.bytes_written()},
+          {"tracer_ns", self_ns_}};
 }
 
 }  // namespace tt

@@ -17,7 +17,9 @@
 #include "trace/records.h"
 #include "trace/run_dir.h"
 #include "trace/io_probe.h"
+#include "trace/json_line.h"
 #include "trace/trace_file.h"
+#include "exec/executor.h"
 
 namespace tt {
 
@@ -28,11 +30,19 @@ struct TraceOptions {
   bool check_finite = false;  // --check-finite: stop at the first NaN/Inf
   int logit_top_k = 10;       // tokens in each step's logit landscape
   bool io = false;            // --io-trace: page-cache residency before each op, faults and storage reads during it
+  bool compact = true;        // OP_REPEAT records for ops whose record only differs from the previous step's in
+                              // times, threads and positions (the reader restores them whole)
   nlohmann::json to_json() const;
 };
 
 // Statistics of a float vector: min, max, mean, std, xxh64 of the bytes.
-nlohmann::json readout_stats(std::span<const float> v);
+struct ReadoutStats {
+  float min = 0, max = 0;
+  double mean = 0, std = 0;
+  uint64_t hash = 0;
+  void write(JsonLine& j) const;  // {"min", "max", "mean", "std", "hash" (16 hex digits)}
+};
+ReadoutStats readout_stats(std::span<const float> v);
 
 class Tracer : public GenerateObserver {
  public:
@@ -67,11 +77,20 @@ class Tracer : public GenerateObserver {
     Pool pool;
     int32_t buffer_id;
     uint64_t offset, bytes;
-    std::string tensor;
+    uint32_t tensor;  // id in the trace's string table
     bool reuse;
   };
+  // The interned names of one graph structure (by graph_key): node i's op, output and input names start at
+  // ids[node_offset[i]]; event_ids[j] names the tensor of allocation event j. Built once per distinct graph.
+  struct GraphNames {
+    std::vector<uint32_t> ids, node_offset, event_ids;
+    std::vector<uint8_t> repeatable;  // node reads and writes only step-independent bytes
+  };
+  void write_full_op(trace::OpRecord& r, const Node& n, size_t i);
+  const GraphNames& names_of(const std::string& key, const Graph& g, const AllocPlan& plan);
   void write_step_ops(const StepOutcome& outcome);
-  std::string graph_key(const Graph& g) const;
+  std::string graph_key(const Graph& g);
+  std::vector<uint8_t> key_bytes_;  // graph_key's scratch, reused
   nlohmann::json graph_json(const Graph& g) const;
 
   RunDirWriter& dir_;
@@ -81,6 +100,7 @@ class Tracer : public GenerateObserver {
   uint64_t t0_;
   trace::TraceWriter writer_;
   std::unique_ptr<std::ofstream> steps_stream_;
+  JsonLine step_line_;  // reused between steps
 
   // Current step.
   int32_t step_ = 0;
@@ -94,6 +114,9 @@ class Tracer : public GenerateObserver {
 
   // Whole run.
   std::map<std::string, int> graph_ids_;
+  std::map<std::string, GraphNames> graph_names_;
+  const GraphNames* names_ = nullptr;           // the current step's
+  const GraphNames* previous_names_ = nullptr;  // the previous step's (same pointer: same graph)
   std::vector<int> step_graph_;
   std::vector<BufferEvent> buffer_events_;
   std::vector<nlohmann::json> step_peaks_;
@@ -112,6 +135,14 @@ class Tracer : public GenerateObserver {
   std::vector<std::vector<trace::IoRange>> io_ranges_;    // [node], measured on thread 0
   std::vector<unsigned char> mincore_buf_;
   trace::IoRecord io_record_;  // reused between ops
+
+  // The tracer's own cost: time spent in its callbacks on the run's thread (where it delays the next step).
+  uint64_t self_ns_ = 0;
+  struct SelfTimer {
+    uint64_t& total;
+    uint64_t start = now_ns();
+    ~SelfTimer() { total += now_ns() - start; }
+  };
 };
 
 }  // namespace tt

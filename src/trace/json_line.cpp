@@ -1,0 +1,147 @@
+#include "trace/json_line.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace tt {
+
+void JsonLine::separate() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  if (!first_.back()) out_ += ',';
+  first_.back() = false;
+}
+
+JsonLine& JsonLine::begin_object() {
+  separate();
+  out_ += '{';
+  first_.push_back(true);
+  return *this;
+}
+
+JsonLine& JsonLine::end_object() {
+  out_ += '}';
+  first_.pop_back();
+  return *this;
+}
+
+JsonLine& JsonLine::begin_array(std::string_view k) {
+  key(k);
+  separate();
+  out_ += '[';
+  first_.push_back(true);
+  return *this;
+}
+
+JsonLine& JsonLine::end_array() {
+  out_ += ']';
+  first_.pop_back();
+  return *this;
+}
+
+JsonLine& JsonLine::key(std::string_view k) {
+  separate();
+  append_json_string(out_, k);
+  out_ += ':';
+  after_key_ = true;
+  return *this;
+}
+
+JsonLine& JsonLine::value(double v) {
+  separate();
+  if (std::isfinite(v))
+    fmt::format_to(std::back_inserter(out_), "{}", v);
+  else
+    out_ += "null";
+  return *this;
+}
+
+JsonLine& JsonLine::value(int64_t v) {
+  separate();
+  fmt::format_to(std::back_inserter(out_), "{}", v);
+  return *this;
+}
+
+JsonLine& JsonLine::value(uint64_t v) {
+  separate();
+  fmt::format_to(std::back_inserter(out_), "{}", v);
+  return *this;
+}
+
+JsonLine& JsonLine::value(bool v) {
+  separate();
+  out_ += v ? "true" : "false";
+  return *this;
+}
+
+JsonLine& JsonLine::value(std::string_view s) {
+  separate();
+  append_json_string(out_, s);
+  return *this;
+}
+
+JsonLine& JsonLine::null() {
+  separate();
+  out_ += "null";
+  return *this;
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is not one (overlong forms, surrogates and
+// code points above U+10FFFF are invalid, as in RFC 3629).
+size_t utf8_sequence(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  size_t n;
+  uint32_t cp;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) n = 2, cp = c & 0x1F;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, cp = c & 0x0F;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, cp = c & 0x07;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3F);
+  }
+  if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+    return 0;
+  return n;
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c < 0x20) {
+      switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        default: fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+      }
+      ++i;
+    } else if (const size_t n = utf8_sequence(s, i)) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD for the invalid byte
+      ++i;
+    }
+  }
+  out += '"';
+}
+
+}  // namespace tt
