@@ -41,6 +41,8 @@ class Engine {
   int32_t n_ctx() const { return state_.n_ctx; }
   void reset() { state_.n_past = 0; }
   const Model& model() const { return model_; }
+  // The compute workers; idle between eval() calls (observers may use them then).
+  ThreadPool& pool() { return pool_; }
   const EngineOptions& options() const { return options_; }
   // Memory beyond the model file's pages: KV cache, activations, scratch and inputs.
   uint64_t kv_cache_bytes() const;

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <exception>
 #include <cmath>
 #include <fstream>
 #include <numeric>
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "exec/executor.h"
+#include "exec/thread_pool.h"
 #include "gguf/memory_map.h"
 #include "model/forward.h"
 #include "tokenizer/tokenizer.h"
@@ -150,7 +152,7 @@ void Tracer::on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t
 
 const Tracer::GraphNames& Tracer::names_of(const std::string& key, const Graph& g, const AllocPlan& plan) {
   auto it = graph_names_.find(key);
-  if (it != graph_names_.end() && it->second.event_ids.size() == plan.events.size()) return it->second;
+  if (it != graph_names_.end() && it->second.events.size() == plan.events.size()) return it->second;
   GraphNames& names = graph_names_[key];
   names = {};
   for (const Node& n : g.nodes()) {
@@ -159,7 +161,14 @@ const Tracer::GraphNames& Tracer::names_of(const std::string& key, const Graph& 
     names.ids.push_back(writer_.intern(n.out->name));
     for (const Tensor* s : n.src) names.ids.push_back(writer_.intern(s->name));
   }
-  for (const AllocEvent& e : plan.events) names.event_ids.push_back(writer_.intern(e.tensor->name));
+  uint64_t live = 0;
+  for (const AllocEvent& e : plan.events) {
+    const bool alloc = e.kind == AllocEvent::ALLOC;
+    names.events.push_back({e.node, alloc, e.reuse, e.offset, e.bytes, writer_.intern(e.tensor->name)});
+    live = alloc ? live + e.bytes : live - e.bytes;
+    if (alloc && live > names.activation_peak)
+      names.activation_peak = live, names.activation_peak_node = names.events.back().tensor;
+  }
   for (const Node& n : g.nodes()) {
     bool fixed = n.op != OpKind::GET_ROWS && n.write.pool != Pool::KV_CACHE && n.out->storage().pool != Pool::KV_CACHE;
     for (const Tensor* s : n.src) fixed = fixed && s->storage().pool != Pool::KV_CACHE;
@@ -416,41 +425,47 @@ void Tracer::write_step_ops(const StepOutcome& o) {
       writer_.io(io);
     }
   }
-  // Buffer timeline: allocations when their node starts, frees when it ends.
-  uint64_t live = 0, peak = 0;
-  int peak_node = -1;
-  for (size_t j = 0; j < plan_->events.size(); ++j) {
-    const AllocEvent& e = plan_->events[j];
-    const uint64_t start = spans_[0][e.node].start ? spans_[0][e.node].start - t0_ : step_start_;
-    const uint64_t end = spans_[0][e.node].end ? spans_[0][e.node].end - t0_ : start;
-    if (e.kind == AllocEvent::ALLOC) {
-      live += e.bytes;
-      if (live > peak) peak = live, peak_node = e.node;
-    } else {
-      live -= e.bytes;
-    }
-    buffer_events_.push_back({e.kind == AllocEvent::ALLOC ? start : end, static_cast<uint32_t>(o.step),
-                              e.kind == AllocEvent::ALLOC ? 'a' : 'f', Pool::ACTIVATION, kArenaBuffer, e.offset,
-                              e.bytes, names_->event_ids[j], e.reuse});
+  // Buffer timeline: allocations when their node starts, frees when it ends. The events themselves are the
+  // graph's (cached with its names); a step adds only their times, expanded into buffers.json by finish().
+  step_buffers_.push_back({static_cast<uint32_t>(o.step), names_, event_times_.size(), buffer_events_.size(),
+                           arena_bytes_, scratch_bytes_, static_bytes_});
+  for (const GraphNames::Event& e : names_->events) {
+    const Span& span = spans_[0][e.node];
+    const uint64_t start = span.start ? span.start - t0_ : step_start_;
+    event_times_.push_back(e.alloc ? start : span.end ? span.end - t0_ : start);
   }
-  step_peaks_.push_back({{"step", o.step},
-                         {"activation_peak_bytes", peak},
-                         {"activation_peak_node", peak_node >= 0 ? g.nodes()[peak_node].out->name : ""},
-                         {"arena_bytes", arena_bytes_},
-                         {"scratch_bytes", scratch_bytes_},
-                         {"static_bytes", static_bytes_},
-                         {"total_peak_bytes", peak + scratch_bytes_ + static_bytes_}});
 }
 
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{self_ns_};
-  write_step_ops(o);
   const Tokenizer& tok = *model_.tokenizer;
-
-  // Logit landscape: top-k, top1-top2 gap, entropy of the full softmax.
   std::span<const float> logits = o.logits;
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
-  const LogitLandscape land = logit_landscape(logits, std::max(k, 2));
+  // The op records and the logit landscape are independent: with idle workers, one of them computes the
+  // landscape and readout statistics (vocabulary-sized passes) while this thread writes the records.
+  LogitLandscape land;
+  ReadoutStats hidden_stats, logits_stats;
+  auto readouts = [&] {
+    land = logit_landscape(logits, std::max(k, 2));  // top-k, top1-top2 gap, entropy of the full softmax
+    hidden_stats = readout_stats(o.hidden);
+    logits_stats = readout_stats(logits);
+  };
+  if (o.workers != nullptr && o.workers->size() > 1) {
+    std::exception_ptr failed[2];  // rethrown here: an exception must not leave the pool's job running
+    o.workers->run([&](int ith) {
+      try {
+        if (ith == 0) write_step_ops(o);
+        if (ith == 1) readouts();
+      } catch (...) {
+        if (ith < 2) failed[ith] = std::current_exception();
+      }
+    });
+    for (const std::exception_ptr& e : failed)
+      if (e) std::rethrow_exception(e);
+  } else {
+    write_step_ops(o);
+    readouts();
+  }
   auto text_of = [&](int32_t id) { return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string(); };
   const int32_t chosen = o.sampled.token;
   JsonLine& j = step_line_;
@@ -486,9 +501,9 @@ void Tracer::on_step_end(const StepOutcome& o) {
   j.field("top1_top2_gap", land.top.size() > 1 ? logits[land.top[0]] - logits[land.top[1]] : 0.0f)
       .field("entropy", land.entropy);
   j.key("hidden_stats");
-  readout_stats(o.hidden).write(j);
+  hidden_stats.write(j);
   j.key("logits_stats");
-  readout_stats(logits).write(j);
+  logits_stats.write(j);
   j.field("start_ns", o.start_ns - t0_)
       .field("end_ns", o.end_ns - t0_)
       .field("n_ops", static_cast<uint64_t>(graph_->nodes().size()))
@@ -507,18 +522,39 @@ json Tracer::finish() {
   for (size_t s = 0; s < step_graph_.size(); ++s) index.push_back({{"step", s}, {"graph", step_graph_[s]}});
   dir_.write_json("graphs/index.json", {{"graphs", graph_ids_.size()}, {"steps", index}});
 
-  json events = json::array();
-  for (const BufferEvent& e : buffer_events_)
+  // Explicit events (static buffers, growth) in their place before each step's arena events.
+  json events = json::array(), step_peaks = json::array();
+  auto add = [&](const BufferEvent& e) {
     events.push_back({e.t_ns, e.step, std::string(1, e.kind), pool_name(e.pool), e.buffer_id, e.offset, e.bytes,
                       writer_.string_of(e.tensor), e.reuse});
+  };
+  size_t next_explicit = 0;
   uint64_t peak = 0;
-  for (const json& p : step_peaks_) peak = std::max<uint64_t>(peak, p["total_peak_bytes"].get<uint64_t>());
+  for (const StepBuffers& sb : step_buffers_) {
+    for (; next_explicit < sb.explicit_end; ++next_explicit) add(buffer_events_[next_explicit]);
+    const GraphNames& g = *sb.names;
+    for (size_t j = 0; j < g.events.size(); ++j) {
+      const GraphNames::Event& e = g.events[j];
+      add({event_times_[sb.times_at + j], sb.step, e.alloc ? 'a' : 'f', Pool::ACTIVATION, kArenaBuffer, e.offset,
+           e.bytes, e.tensor, e.reuse});
+    }
+    const uint64_t total = g.activation_peak + sb.scratch_bytes + sb.static_bytes;
+    peak = std::max(peak, total);
+    step_peaks.push_back({{"step", sb.step},
+                          {"activation_peak_bytes", g.activation_peak},
+                          {"activation_peak_node", g.events.empty() ? "" : writer_.string_of(g.activation_peak_node)},
+                          {"arena_bytes", sb.arena_bytes},
+                          {"scratch_bytes", sb.scratch_bytes},
+                          {"static_bytes", sb.static_bytes},
+                          {"total_peak_bytes", total}});
+  }
+  for (; next_explicit < buffer_events_.size(); ++next_explicit) add(buffer_events_[next_explicit]);
   dir_.write_json("buffers.json",
                   {{"format", "tensortrace.buffers"},
                    {"version", 1},
                    {"columns", {"t_ns", "step", "kind", "pool", "buffer_id", "offset", "bytes", "tensor", "reuse"}},
                    {"events", events},
-                   {"steps", step_peaks_},
+                   {"steps", step_peaks},
                    {"peak_bytes", peak}},
                   -1);
   writer_.flush();
@@ -526,7 +562,7 @@ json Tracer::finish() {
           {"spans", writer_.span_count()},
           {"steps", step_graph_.size()},
           {"graphs", graph_ids_.size()},
-          {"buffer_events", buffer_events_.size()},
+          {"buffer_events", events.size()},
           {"trace_bytes", writer_.bytes_written()},
           {"tracer_ns", self_ns_}};
 }

@@ -81,10 +81,26 @@ class Tracer : public GenerateObserver {
     bool reuse;
   };
   // The interned names of one graph structure (by graph_key): node i's op, output and input names start at
-  // ids[node_offset[i]]; event_ids[j] names the tensor of allocation event j. Built once per distinct graph.
+  // ids[node_offset[i]]; the allocation plan's events and peak. Built once per distinct graph.
   struct GraphNames {
-    std::vector<uint32_t> ids, node_offset, event_ids;
+    std::vector<uint32_t> ids, node_offset;
     std::vector<uint8_t> repeatable;  // node reads and writes only step-independent bytes
+    struct Event {  // the allocation plan's events (the same for every step of the graph)
+      int node;
+      bool alloc, reuse;
+      uint64_t offset, bytes;
+      uint32_t tensor;
+    };
+    std::vector<Event> events;
+    uint64_t activation_peak = 0;       // live arena bytes at the plan's peak
+    uint32_t activation_peak_node = 0;  // the tensor allocated there
+  };
+  struct StepBuffers {
+    uint32_t step;
+    const GraphNames* names;
+    size_t times_at;      // the step's event times start at event_times_[times_at]
+    size_t explicit_end;  // buffer_events_ recorded before this step's arena events
+    uint64_t arena_bytes, scratch_bytes, static_bytes;
   };
   void write_full_op(trace::OpRecord& r, const Node& n, size_t i);
   const GraphNames& names_of(const std::string& key, const Graph& g, const AllocPlan& plan);
@@ -119,7 +135,8 @@ class Tracer : public GenerateObserver {
   const GraphNames* previous_names_ = nullptr;  // the previous step's (same pointer: same graph)
   std::vector<int> step_graph_;
   std::vector<BufferEvent> buffer_events_;
-  std::vector<nlohmann::json> step_peaks_;
+  std::vector<StepBuffers> step_buffers_;
+  std::vector<uint64_t> event_times_;
   uint64_t arena_bytes_ = 0, scratch_bytes_ = 0, static_bytes_ = 0;
   trace::OpRecord record_;  // reused between ops
   std::optional<std::string> nonfinite_;  // first NaN/Inf seen with --check-finite
