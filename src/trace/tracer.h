@@ -107,7 +107,7 @@ class Tracer : public GenerateObserver {
   void write_step_ops(const StepOutcome& outcome);
   std::string graph_key(const Graph& g);
   std::vector<uint8_t> key_bytes_;  // graph_key's scratch, reused
-  nlohmann::json graph_json(const Graph& g) const;
+  std::string graph_json(const Graph& g) const;
 
   RunDirWriter& dir_;
   const Model& model_;
