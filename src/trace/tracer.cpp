@@ -466,21 +466,22 @@ void Tracer::on_step_end(const StepOutcome& o) {
   const Tokenizer& tok = *model_.tokenizer;
   std::span<const float> logits = o.logits;
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
-  // The op records and the logit landscape are independent: with idle workers, one of them computes the
-  // landscape and readout statistics (vocabulary-sized passes) while this thread writes the records.
   LogitLandscape land;
   ReadoutStats hidden_stats, logits_stats;
-  auto readouts = [&] {
-    land = logit_landscape(logits, std::max(k, 2));  // top-k, top1-top2 gap, entropy of the full softmax
+  auto landscape = [&] { land = logit_landscape(logits, std::max(k, 2)); };  // top-k, gap, entropy
+  auto records = [&] {
+    write_step_ops(o);
     hidden_stats = readout_stats(o.hidden);
     logits_stats = readout_stats(logits);
   };
   if (o.workers != nullptr && o.workers->size() > 1) {
+    // Two independent halves of similar cost: the op records and readout statistics on this thread, the
+    // vocabulary-wide landscape on an idle worker.
     std::exception_ptr failed[2];  // rethrown here: an exception must not leave the pool's job running
     o.workers->run([&](int ith) {
       try {
-        if (ith == 0) write_step_ops(o);
-        if (ith == 1) readouts();
+        if (ith == 0) records();
+        if (ith == 1) landscape();
       } catch (...) {
         if (ith < 2) failed[ith] = std::current_exception();
       }
@@ -488,8 +489,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
     for (const std::exception_ptr& e : failed)
       if (e) std::rethrow_exception(e);
   } else {
-    write_step_ops(o);
-    readouts();
+    records();
+    landscape();
   }
   auto text_of = [&](int32_t id) { return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string(); };
   const int32_t chosen = o.sampled.token;
@@ -535,14 +536,22 @@ void Tracer::on_step_end(const StepOutcome& o) {
       .field("graph", step_graph_.back())
       .end_object();
   *steps_stream_ << j.str() << '\n';
-  steps_stream_->flush();
   writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_, chosen,
                     o.sampled.probability, true});
-  writer_.flush();
+  // Whole steps reach the files at least every kFlushIntervalNs: two write calls per step would be a large share
+  // of a small model's 200 us step, and a killed run loses at most that interval's steps.
+  const uint64_t now = now_ns();
+  if (now - last_flush_ns_ >= kFlushIntervalNs) {
+    steps_stream_->flush();
+    writer_.flush();
+    last_flush_ns_ = now;
+  }
   if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
 }
 
 json Tracer::finish() {
+  steps_stream_->flush();
+  if (!*steps_stream_) fail("error writing '{}'", dir_.path("steps.jsonl"));
   json index = json::array();
   for (size_t s = 0; s < step_graph_.size(); ++s) index.push_back({{"step", s}, {"graph", step_graph_[s]}});
   dir_.write_json("graphs/index.json", {{"graphs", graph_ids_.size()}, {"steps", index}});

@@ -153,6 +153,9 @@ class Tracer : public GenerateObserver {
   std::vector<unsigned char> mincore_buf_;
   trace::IoRecord io_record_;  // reused between ops
 
+  static constexpr uint64_t kFlushIntervalNs = 20'000'000;  // steps are written to the files at least this often
+  uint64_t last_flush_ns_ = 0;
+
   // The tracer's own cost: time spent in its callbacks on the run's thread (where it delays the next step).
   uint64_t self_ns_ = 0;
   struct SelfTimer {
