@@ -235,12 +235,16 @@ TEST(AnalysisRun, StoriesReport) {
     if (x["policy"] == "opt") opt_misses[x["capacity"]] = x["misses"];
   for (const auto& x : cs["results"]) {
     EXPECT_LE(opt_misses[x["capacity"]], x["misses"].get<uint64_t>()) << x.dump();
-    if (x["capacity"] == (4 << 20)) EXPECT_EQ(x["misses"], x["cold_misses"]) << x.dump();
+    if (x["capacity"] == (4 << 20)) {
+      EXPECT_EQ(x["misses"], x["cold_misses"]) << x.dump();
+    }
   }
   // The LRU curve from reuse distances agrees with the LRU simulation at the simulated capacities.
   for (const auto& m : r["hot_cold"]["lru_miss_ratio_curve"])
     for (const auto& x : cs["results"])
-      if (x["policy"] == "lru" && x["capacity"] == m["capacity"]) EXPECT_EQ(x["misses"], m["misses"]);
+      if (x["policy"] == "lru" && x["capacity"] == m["capacity"]) {
+        EXPECT_EQ(x["misses"], m["misses"]);
+      }
 
   const std::string text = render_text(r);
   EXPECT_NE(text.find("== Order of MODEL_FILE reads =="), std::string::npos);
@@ -314,7 +318,9 @@ TEST(DiffRuns, QuantizationsReportFirstDivergentOp) {
   // Q4_0 weights are smaller: the matrix products read fewer file bytes.
   EXPECT_GT(d["bytes"]["ops_with_different_bytes"].get<uint64_t>(), 0u);
   for (const auto& k : d["time"]["op_kinds"])
-    if (k["name"] == "MUL_MAT") EXPECT_LT(k["b_bytes"].get<uint64_t>(), k["a_bytes"].get<uint64_t>());
+    if (k["name"] == "MUL_MAT") {
+      EXPECT_LT(k["b_bytes"].get<uint64_t>(), k["a_bytes"].get<uint64_t>());
+    }
   // A loose tolerance accepts the small embedding difference and moves the first divergence later (or away).
   const nlohmann::json loose = diff_runs(ra, rb, {.tolerance = 0.05});
   if (!loose["values"]["first_divergent_op"].is_null()) {
@@ -350,7 +356,9 @@ TEST(DiffRuns, SeedsAtTemperatureChangeTokens) {
   EXPECT_GT(d["tokens"]["differing_steps"].get<int>(), 0);
   ASSERT_FALSE(d["tokens"]["first_differing_step"].is_null());
   // Step 0's logits are the same (same prompt); the first sampled token can differ, but every op of step 0 agrees.
-  if (!d["values"]["first_divergent_op"].is_null()) EXPECT_GT(d["values"]["first_divergent_op"]["step"], 0);
+  if (!d["values"]["first_divergent_op"].is_null()) {
+    EXPECT_GT(d["values"]["first_divergent_op"]["step"], 0);
+  }
   EXPECT_NE(render_diff_text(d).find("chose different tokens"), std::string::npos);
 }
 
@@ -397,7 +405,9 @@ TEST(AnalysisIoTrace, ColdRunFaultsOnFirstReadsOnly) {
       bool new_pages = false;
       for (uint64_t p = r.offset / ps; p <= (r.offset + r.length - 1) / ps; ++p) new_pages |= touched.insert(p).second;
       // Pages missing from the page cache are only ever seen on a first read of them.
-      if (r.nonresident_pages > 0) EXPECT_TRUE(new_pages) << "step " << io.step << " " << name;
+      if (r.nonresident_pages > 0) {
+        EXPECT_TRUE(new_pages) << "step " << io.step << " " << name;
+      }
     }
     if (io.step == 0) step0_cold += io.nonresident_pages + faults;
     // Later steps read weights already read in step 0 (embedding rows of new tokens are the exception).
@@ -407,7 +417,7 @@ TEST(AnalysisIoTrace, ColdRunFaultsOnFirstReadsOnly) {
     }
   }
   EXPECT_GT(step0_cold, 0u) << "a cold run shows no non-resident pages or major faults in its first step";
-  const nlohmann::json r = analyze_run(run, {.measure_bandwidth = false});
+  const nlohmann::json r = analyze_run(run, {.cache_sizes = {}, .measure_bandwidth = false});
   ASSERT_TRUE(r.contains("io"));
   EXPECT_EQ(r["io"]["steps"][1]["nonresident_pages"], 0);
 }
