@@ -12,13 +12,13 @@ void JsonLine::separate() {
     return;
   }
   if (!first_.back()) out_ += ',';
-  first_.back() = false;
+  first_.back() = 0;
 }
 
 JsonLine& JsonLine::begin_object() {
   separate();
   out_ += '{';
-  first_.push_back(true);
+  first_.push_back(1);
   return *this;
 }
 
@@ -32,7 +32,7 @@ JsonLine& JsonLine::begin_array(std::string_view k) {
   key(k);
   separate();
   out_ += '[';
-  first_.push_back(true);
+  first_.push_back(1);
   return *this;
 }
 

@@ -8,12 +8,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tt {
 
 class JsonLine {
  public:
-  void clear() { out_.clear(), first_.assign(1, true); }
+  void clear() { out_.clear(), first_.assign(1, 1); }
   const std::string& str() const { return out_; }
 
   JsonLine& begin_object();
@@ -39,7 +40,7 @@ class JsonLine {
  private:
   void separate();  // a comma before every element but the first of its container
   std::string out_;
-  std::basic_string<bool> first_ = {true};  // per open container: nothing written in it yet
+  std::vector<uint8_t> first_ = {1};  // per open container: nothing written in it yet
   bool after_key_ = false;
 };
 
