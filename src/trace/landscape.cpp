@@ -6,11 +6,6 @@
 
 #include "core/error.h"
 
-// The 32-byte vectors below are passed only to always-inlined helpers, never across an ABI boundary.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
 namespace tt {
 namespace {
 
@@ -24,8 +19,10 @@ typedef int32_t Int8 __attribute__((vector_size(32)));
 // exp(x) for x <= 0 to about 2 ulp, four at a time, without libm (a call per element would cost a millisecond a
 // step on a 150k-token vocabulary). Range reduction x = n ln2 + r (Cody-Waite, two constants), |r| <= ln2/2,
 // degree-6 polynomial, 2^n built from its exponent bits.
+// In place, by reference: a 32-byte vector passed by value to a function of the baseline target is an ABI error
+// for Clang (and a warning for GCC) even when the call is inlined.
 template <typename Float, typename Int>
-[[gnu::always_inline]] inline Float exp_nonpositive(Float x) {
+[[gnu::always_inline]] inline void exp_nonpositive(Float& x) {
   x = x < -87.0f ? Float{} - 87.0f : x;  // below: exp underflows; such a term's share of Z is < 1e-37
   // Round to nearest by adding and subtracting 1.5 * 2^23 (valid for |x log2 e| < 2^22).
   constexpr float kRound = 12582912.0f;
@@ -38,7 +35,9 @@ template <typename Float, typename Int>
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   const Int bits = (__builtin_convertvector(n, Int) + 127) << 23;
-  return p * std::bit_cast<Float>(bits);
+  Float two_n;  // memcpy, not std::bit_cast: no function returning a 32-byte vector by value
+  std::memcpy(&two_n, &bits, sizeof(two_n));
+  x = p * two_n;
 }
 
 // Z = sum_i exp(l_i - m) and S = sum_i exp(l_i - m) (l_i - m) for l_i <= m: eight float lanes summed over chunks
@@ -57,14 +56,16 @@ __attribute__((target_clones("avx2", "default"))) void softmax_moments(const flo
         Float8 d;
         std::memcpy(&d, l + i + 8 * h, sizeof(d));
         d -= m;
-        const Float8 e = exp_nonpositive<Float8, Int8>(d);
+        Float8 e = d;
+        exp_nonpositive<Float8, Int8>(e);
         z8[h] += e;
         s8[h] += e * d;
       }
     for (; i < end; ++i) {  // tail, padded with -inf distances (e = 0)
       Float4 d = Float4{} - 1000.0f;
       d[0] = l[i] - m;
-      const Float4 e = exp_nonpositive<Float4, Int4>(d);
+      Float4 e = d;
+      exp_nonpositive<Float4, Int4>(e);
       z_sum += e[0];
       s_sum += static_cast<double>(e[0]) * d[0];
     }
