@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <unordered_map>
 
 #include "core/error.h"
 
@@ -62,11 +61,18 @@ class FreeList {
 
 AllocPlan plan_activations(Graph& g, const std::vector<const Tensor*>& keep, uint64_t alignment) {
   std::vector<Node>& nodes = g.nodes();
-  // Last node reading each storage tensor.
-  std::unordered_map<const Tensor*, int> last_use;
+  // Last node reading each activation storage tensor, by graph index (-1: not read).
+  std::vector<int> last_use(g.tensors().size(), -1);
+  auto slot = [&](const Tensor& st) -> int& {
+    TT_CHECK(st.graph_index >= 0 && st.graph_index < static_cast<int>(last_use.size()),
+             "activation '{}' does not belong to the graph being planned", st.name);
+    return last_use[st.graph_index];
+  };
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i)
-    for (const Tensor* s : nodes[i].src) last_use[&s->storage()] = i;
-  for (const Tensor* k : keep) last_use[&k->storage()] = std::numeric_limits<int>::max();
+    for (const Tensor* s : nodes[i].src)
+      if (s->storage().pool == Pool::ACTIVATION) slot(s->storage()) = i;
+  for (const Tensor* k : keep)
+    if (k->storage().pool == Pool::ACTIVATION) slot(k->storage()) = std::numeric_limits<int>::max();
 
   AllocPlan plan;
   FreeList free_list;
@@ -82,9 +88,9 @@ AllocPlan plan_activations(Graph& g, const std::vector<const Tensor*>& keep, uin
     for (const Tensor* s : nodes[i].src) {
       const Tensor& st = s->storage();
       if (st.pool != Pool::ACTIVATION) continue;
-      auto it = last_use.find(&st);
-      if (it == last_use.end() || it->second != i) continue;
-      it->second = -1;  // freed once even when read twice by this node
+      int& last = slot(st);
+      if (last != i) continue;
+      last = -1;  // freed once even when read twice by this node
       free_list.release(st.offset, (st.n_bytes() + alignment - 1) / alignment * alignment);
       plan.events.push_back({AllocEvent::FREE, i, &st, st.offset, st.n_bytes(), false});
     }

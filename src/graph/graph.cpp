@@ -28,6 +28,7 @@ bool op_is_view(OpKind op) { return op == OpKind::RESHAPE || op == OpKind::VIEW 
 Tensor* Graph::new_tensor(std::string name, GgmlType type, std::initializer_list<int64_t> ne, int layer, Pool pool) {
   TT_CHECK(ne.size() >= 1 && ne.size() <= 4, "tensor '{}' with {} dims", name, ne.size());
   Tensor& t = tensors_.emplace_back();
+  t.graph_index = static_cast<int>(tensors_.size()) - 1;
   t.name = std::move(name);
   t.type = type;
   int d = 0;

@@ -86,6 +86,8 @@ class Graph {
                      Pool pool = Pool::ACTIVATION);
   Node& add_node(OpKind op, Tensor* out, std::initializer_list<const Tensor*> src, int layer);
 
+  // Room for n nodes (the engine passes the previous step's count: steps rebuild the same graph).
+  void reserve_nodes(size_t n) { nodes_.reserve(n); }
   std::vector<Node>& nodes() { return nodes_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::deque<Tensor>& tensors() const { return tensors_; }

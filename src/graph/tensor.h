@@ -30,6 +30,7 @@ struct Tensor {
   int layer = -1;             // -1: not in a layer
   const Tensor* view_of = nullptr;  // non-null: shares view_of's bytes (starting at view_offset)
   uint64_t view_offset = 0;
+  int graph_index = -1;  // position in the graph that created it (-1: a model weight), for per-tensor tables
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }

@@ -15,7 +15,9 @@ Engine::Engine(const Model& model, EngineOptions options)
 }
 
 std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserver* observer) {
+  const size_t previous_nodes = step_ ? step_->graph.nodes().size() : 0;
   step_ = std::make_unique<StepGraph>();
+  step_->graph.reserve_nodes(previous_nodes);
   build_step_graph(*step_, model_, state_, tokens);
   Graph& g = step_->graph;
 
