@@ -57,7 +57,7 @@ bool has_avx512_bf16() {
         ns::vec_dot_q8_0, ns::vec_dot_iq4_nl, ns::vec_dot_q2_k, ns::vec_dot_q3_k, ns::vec_dot_q4_k, ns::vec_dot_q5_k, \
         ns::vec_dot_q6_k, ns::vec_dot_iq4_xs, ns::quantize_q8_0_x86, ns::quantize_q8_1_x86, ns::fp16_to_fp32_row,     \
         ns::fp32_to_fp16_row, ns::repack_dot_q4_0, ns::repack_dot_iq4_nl, ns::repack_gemv_q4_k,                      \
-        ns::repack_gemm_q4_k, ns::dot_f16_double, ns::mad_f16, ns::scale_f16, ns::tile_repack_gemv_q4_k,              \
+        ns::repack_gemm_q4_k, ns::tile_repack_gemv_q4_k,                                                             \
         ns::tile_repack_gemm_q4_k, ns::swiglu_row, ns::quantize_q8_k, ns::tile_repack_q4_0, ns::tile_repack_iq4_nl,   \
         ns::attend_f16, ns::tile_q8_0, ns::tile_q6_k                                                                  \
   }
@@ -68,9 +68,6 @@ struct FastSet {
   void (*h2f_row)(const uint16_t*, float*, int64_t);
   void (*f2h_row)(const float*, uint16_t*, int64_t);
   VecDotFn repack_q4_0, repack_iq4_nl, repack_gemv_q4_k, repack_gemm_q4_k;
-  float (*dot_f16_double)(const uint16_t*, const uint16_t*, int64_t);
-  void (*mad_f16)(uint16_t*, const uint16_t*, float, int64_t);
-  void (*scale_f16)(uint16_t*, float, int64_t);
   TileFn tile_gemv_q4_k, tile_gemm_q4_k;  // null: no tile kernel (the per-row loop is used)
   void (*swiglu_row)(const float*, const float*, float*, int64_t);
   QuantizeRowFn q8_k_act;
@@ -101,9 +98,8 @@ const FastSet& fast() {
                    ref::vec_dot_q2_k, ref::vec_dot_q3_k,   ref::vec_dot_q4_k,      ref::vec_dot_q5_k,
                    ref::vec_dot_q6_k, ref::vec_dot_iq4_xs, ref::quantize_q8_0_x86, ref::quantize_q8_1_x86,
                    scalar_h2f_row,    scalar_f2h_row,      ref::repack_dot_q4_0,   ref::repack_dot_iq4_nl,
-                   ref::repack_gemv_q4_k, ref::repack_gemm_q4_k, ref::dot_f16_double, ref::mad_f16,
-                   ref::scale_f16, nullptr, nullptr, ref::swiglu_row, ref::quantize_q8_k, nullptr, nullptr,
-                   ref::attend_f16, nullptr, nullptr};
+                   ref::repack_gemv_q4_k, ref::repack_gemm_q4_k, nullptr, nullptr, ref::swiglu_row,
+                   ref::quantize_q8_k, nullptr, nullptr, ref::attend_f16, nullptr, nullptr};
   }();
   return set;
 }
@@ -247,9 +243,6 @@ void dot_tile(VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x, ui
 }
 
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) { fast().h2f_row(src, dst, n); }
-float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n) { return fast().dot_f16_double(x, y, n); }
-void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n) { fast().mad_f16(acc, v, s, n); }
-void scale_f16(uint16_t* acc, float s, int64_t n) { fast().scale_f16(acc, s, n); }
 void swiglu_row(const float* g, const float* u, float* out, int64_t n) { fast().swiglu_row(g, u, out, n); }
 TT_ATTEND_F16_DECL(attend_f16) { fast().attend_f16(q, k, v, stride, n_pos, d, scale, acc, out); }
 void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) { fast().f2h_row(src, dst, n); }

@@ -83,11 +83,6 @@ TileFn find_tile(VecDotFn dot);
 void dot_tile(VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y,
               uint64_t y_row, float* out, int64_t ldo);
 
-// Flash-attention steps over an F16 cache (llama.cpp's VKQ16 path), fastest path for this CPU:
-// K.Q (x, y: halves) as products summed in double; acc = f16(fma(v, s, acc)); acc = f16(acc * s).
-float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n);
-void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);
-void scale_f16(uint16_t* acc, float s, int64_t n);
 // A whole (token, head) of flash attention over an F16 cache (see attend.h), fastest path for this CPU.
 TT_ATTEND_F16_DECL(attend_f16);
 

@@ -163,16 +163,6 @@ void TraceWriter::io(const IoRecord& r) {
   end_record();
 }
 
-void TraceWriter::op(const OpRecord& r) {
-  // Intern every string first, so their STRING records precede this OP record.
-  std::vector<uint32_t> ids;
-  ids.reserve(2 + r.inputs.size());
-  ids.push_back(intern(r.name));
-  ids.push_back(intern(r.out.name));
-  for (const TensorRecord& t : r.inputs) ids.push_back(intern(t.name));
-  op(r, ids.data());
-}
-
 void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
   const uint32_t name_id = ids[0], out_id = ids[1];
   auto put_tensor = [&](const TensorRecord& t, uint32_t id) {

@@ -43,9 +43,8 @@ class TraceWriter {
   explicit TraceWriter(const std::string& path);  // throws tt::Error
   ~TraceWriter();
   void step_begin(const StepMarker& m);
-  void op(const OpRecord& r);
-  // The same record with its strings already interned: ids[0] the op name, ids[1] the output, ids[2 + k] input k
-  // (the record's own name fields are not read). The tracer caches these per graph, saving a lookup per string.
+  // An op with its strings already interned: ids[0] the op name, ids[1] the output, ids[2 + k] input k (the
+  // record's own name fields are not read). The tracer interns them once per graph, not once per record.
   void op(const OpRecord& r, const uint32_t* ids);
   // An op whose record equals the previous record of the same node index but for the per-step fields.
   void op_repeat(const OpRecord& r);
