@@ -178,27 +178,19 @@ void set_rows(const Node& n, const ComputeContext& ctx) {
   }
 }
 
-// The per-position steps of an F32 cache (an F16 cache, llama.cpp's default, goes to the SIMD attend_f16).
-struct AttendF32Steps {
-  const float* q;
-  const uint8_t *k, *v;
-  uint64_t stride;
-  int64_t d;
-  float* acc;
-  float score(int64_t pos) const {
-    const float* kr = reinterpret_cast<const float*>(k + pos * stride);
-    double sum = 0.0;
-    for (int64_t i = 0; i < d; ++i) sum += static_cast<double>(kr[i] * q[i]);
-    return static_cast<float>(sum);
-  }
-  void rescale(float ms) {
-    for (int64_t i = 0; i < d; ++i) acc[i] *= ms;
-  }
-  void accumulate(int64_t pos, float vs) {
-    const float* vr = reinterpret_cast<const float*>(v + pos * stride);
-    for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(vr[i], vs, acc[i]);
-  }
-};
+// The per-position steps of an F32 cache (an F16 cache, llama.cpp's default, goes to the SIMD attend_f16): the
+// same order as the F16 steps, in floats.
+float dot_f32_double(const float* k, const float* q, int64_t d) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < d; ++i) sum += static_cast<double>(k[i] * q[i]);
+  return static_cast<float>(sum);
+}
+void scale_f32(float* acc, float ms, int64_t d) {
+  for (int64_t i = 0; i < d; ++i) acc[i] *= ms;
+}
+void mad_f32(float* acc, const float* v, float vs, int64_t d) {
+  for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(v[i], vs, acc[i]);
+}
 
 // Attention streamed over the cache with an online softmax (attend.h): for every (token, head), one pass over
 // positions [0, pos]. src: q view [head_dim, n_tokens, n_heads] (storage [head_dim, n_heads, n_tokens]), K and V
@@ -229,7 +221,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
       continue;
     }
     std::fill(acc32.begin(), acc32.end(), 0.0f);
-    AttendF32Steps steps{qin, k, v, stride, head_dim, acc32.data()};
+    AttendSteps<float, dot_f32_double, scale_f32, mad_f32> steps{qin, k, v, stride, head_dim, acc32.data()};
     const float inv = attend(steps, n_pos, n.params.scale);
     for (int64_t d = 0; d < head_dim; ++d) out[d] = acc32[d] * inv;
   }

@@ -38,18 +38,19 @@ float attend(Steps& steps, int64_t n_pos, float scale) {
   void name(const uint16_t* q, const uint8_t* k, const uint8_t* v, uint64_t stride, int64_t n_pos, int64_t d, \
             float scale, uint16_t* acc, float* out)
 
-// The Steps of an F16 cache on top of the three primitives (dot_f16_double, scale_f16, mad_f16) of one kernel set.
-template <float (*kDot)(const uint16_t*, const uint16_t*, int64_t), void (*kScale)(uint16_t*, float, int64_t),
-          void (*kMad)(uint16_t*, const uint16_t*, float, int64_t)>
-struct AttendF16Steps {
-  const uint16_t* q;
-  const uint8_t *k, *v;
+// Steps over a cache of element type T from three primitives: dot(k_row, q), scale(acc, ms), mad(acc, v_row, vs).
+// F16: dot_f16_double / scale_f16 / mad_f16 of one kernel set; F32: the float versions in graph/kernels.cpp.
+template <typename T, float (*kDot)(const T*, const T*, int64_t), void (*kScale)(T*, float, int64_t),
+          void (*kMad)(T*, const T*, float, int64_t)>
+struct AttendSteps {
+  const T* q;
+  const uint8_t *k, *v;  // position 0 of this head's K and V rows, `stride` bytes apart
   uint64_t stride;
   int64_t d;
-  uint16_t* acc;
-  float score(int64_t pos) const { return kDot(reinterpret_cast<const uint16_t*>(k + pos * stride), q, d); }
+  T* acc;
+  float score(int64_t pos) const { return kDot(reinterpret_cast<const T*>(k + pos * stride), q, d); }
   void rescale(float ms) { kScale(acc, ms, d); }
-  void accumulate(int64_t pos, float vs) { kMad(acc, reinterpret_cast<const uint16_t*>(v + pos * stride), vs, d); }
+  void accumulate(int64_t pos, float vs) { kMad(acc, reinterpret_cast<const T*>(v + pos * stride), vs, d); }
 };
 
 }  // namespace tt

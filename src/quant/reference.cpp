@@ -272,7 +272,7 @@ void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
 
 TT_ATTEND_F16_DECL(attend_f16) {
   for (int64_t i = 0; i < d; ++i) acc[i] = 0;
-  AttendF16Steps<dot_f16_double, scale_f16, mad_f16> steps{q, k, v, stride, d, acc};
+  AttendSteps<uint16_t, dot_f16_double, scale_f16, mad_f16> steps{q, k, v, stride, d, acc};
   const float inv = attend(steps, n_pos, scale);
   for (int64_t i = 0; i < d; ++i) out[i] = fp16_to_fp32(acc[i]) * inv;
 }
