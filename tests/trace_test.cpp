@@ -69,9 +69,13 @@ TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
     // The layer agrees with the name's suffix ("Qcur-3") and with any weight it reads ("blk.3.").
     std::smatch m;
     std::string base = o.name.substr(0, o.name.find(' '));
-    if (std::regex_match(base, m, layer_suffix)) EXPECT_EQ(o.layer, std::stoi(m[1])) << o.name;
+    if (std::regex_match(base, m, layer_suffix)) {
+      EXPECT_EQ(o.layer, std::stoi(m[1])) << o.name;
+    }
     for (const trace::TensorRecord& in : o.inputs)
-      if (std::regex_match(in.name, m, weight_layer)) EXPECT_EQ(o.layer, std::stoi(m[1])) << o.name << " " << in.name;
+      if (std::regex_match(in.name, m, weight_layer)) {
+        EXPECT_EQ(o.layer, std::stoi(m[1])) << o.name << " " << in.name;
+      }
     // Full names, never cut.
     EXPECT_EQ(o.name.find('\0'), std::string::npos);
   }
@@ -133,7 +137,9 @@ TEST(Trace, OpSequenceMatchesLlamaCpp) {
     EXPECT_EQ(op_name(step0[i]->op), op) << "node " << i << " (" << name << ")";
     if (step0[i]->layer >= 0) layer = step0[i]->layer;
     std::string want = ours_for(name, op, layer);
-    if (!want.empty()) EXPECT_EQ(step0[i]->name, want) << "node " << i;
+    if (!want.empty()) {
+      EXPECT_EQ(step0[i]->name, want) << "node " << i;
+    }
   }
   // The decode step: the same sequence without the last layer's two row selections.
   ASSERT_EQ(step1.size(), expected.size() - 2);

@@ -15,32 +15,23 @@ void JsonLine::separate() {
   first_.back() = 0;
 }
 
-JsonLine& JsonLine::begin_object() {
+JsonLine& JsonLine::open(char bracket) {
   separate();
-  out_ += '{';
+  out_ += bracket;
   first_.push_back(1);
   return *this;
 }
 
-JsonLine& JsonLine::end_object() {
-  out_ += '}';
+JsonLine& JsonLine::close(char bracket) {
+  out_ += bracket;
   first_.pop_back();
   return *this;
 }
 
-JsonLine& JsonLine::begin_array(std::string_view k) {
-  key(k);
-  separate();
-  out_ += '[';
-  first_.push_back(1);
-  return *this;
-}
-
-JsonLine& JsonLine::end_array() {
-  out_ += ']';
-  first_.pop_back();
-  return *this;
-}
+JsonLine& JsonLine::begin_object() { return open('{'); }
+JsonLine& JsonLine::end_object() { return close('}'); }
+JsonLine& JsonLine::begin_array(std::string_view k) { return key(k).open('['); }
+JsonLine& JsonLine::end_array() { return close(']'); }
 
 JsonLine& JsonLine::key(std::string_view k) {
   separate();

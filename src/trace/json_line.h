@@ -39,6 +39,8 @@ class JsonLine {
 
  private:
   void separate();  // a comma before every element but the first of its container
+  JsonLine& open(char bracket);
+  JsonLine& close(char bracket);
   std::string out_;
   std::vector<uint8_t> first_ = {1};  // per open container: nothing written in it yet
   bool after_key_ = false;

@@ -108,6 +108,29 @@ export function drawHeatRow(g: CanvasRenderingContext2D, values: number[], max: 
 // is 300 px: the first heatmap and timeline were fetched at that resolution).
 export function cssWidth(c: HTMLCanvasElement): number { return parseFloat(c.style.width) || Math.max(50, containerWidth(c)); }
 
+// A canvas background that depends only on the canvas size, rendered once per size into an offscreen copy and
+// blitted on every redraw (a step change then only draws its marker on top). paint() clears `g`, copies the layer
+// and leaves `g` scaled to CSS pixels (W x H) for what the caller draws next.
+export class CachedLayer {
+  private layer: HTMLCanvasElement | null = null;
+
+  paint(canvas: HTMLCanvasElement, g: CanvasRenderingContext2D, W: number, H: number,
+        render: (bg: CanvasRenderingContext2D) => void): void {
+    if (!this.layer || this.layer.width !== canvas.width || this.layer.height !== canvas.height) {
+      this.layer = document.createElement('canvas');
+      this.layer.width = canvas.width;
+      this.layer.height = canvas.height;
+      const bg = this.layer.getContext('2d')!;
+      bg.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
+      render(bg);
+    }
+    g.setTransform(1, 0, 0, 1, 0, 0);
+    g.clearRect(0, 0, canvas.width, canvas.height);
+    g.drawImage(this.layer, 0, 0);
+    g.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
+  }
+}
+
 const tip = () => document.getElementById('tooltip') as HTMLDivElement;
 
 export function showTip(x: number, y: number, html: string, owner: string) {

@@ -2,7 +2,7 @@
 // top1−top2 logit gap over the run; the selected step's top-k as bars.
 import type { Ctx } from '../context';
 import { heatColor, Scale, type StepRow } from '../transforms';
-import { cssWidth, el, esc, fitCanvas, hideTip, panel, showTip, tokenText, whenVisible } from '../ui';
+import { CachedLayer, cssWidth, el, esc, fitCanvas, hideTip, panel, showTip, tokenText, whenVisible } from '../ui';
 
 const H = 200, PAD_L = 40, LAND_H = 110;
 
@@ -14,27 +14,15 @@ export function logitsView(ctx: Ctx, getSteps: () => Promise<StepRow[]>): HTMLEl
   body.append(el('div', { class: 'split' }, el('div', { class: 'canvas-wrap grow' }, canvas), bars));
   let steps: StepRow[] = [];
 
-  // The landscape does not depend on the selected step: it is drawn once per width into `base`, and a step change
-  // copies it and adds the marker and the bars.
-  let base: HTMLCanvasElement | null = null;
+  // The landscape does not depend on the selected step: drawn once per size, a step change adds the marker and bars.
+  const base = new CachedLayer();
   let cells = 0;
 
   function draw() {
     const g = fitCanvas(canvas, H);
     const W = cssWidth(canvas);
     if (!steps.length) { g.clearRect(0, 0, W, H); return; }
-    if (!base || base.width !== canvas.width || base.height !== canvas.height) {
-      base = document.createElement('canvas');
-      base.width = canvas.width;
-      base.height = canvas.height;
-      const bg = base.getContext('2d')!;
-      bg.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
-      drawLandscape(bg, W);
-    }
-    g.setTransform(1, 0, 0, 1, 0, 0);
-    g.clearRect(0, 0, canvas.width, canvas.height);
-    g.drawImage(base, 0, 0);
-    g.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
+    base.paint(canvas, g, W, H, (bg) => drawLandscape(bg, W));
     const s = ctx.store.sel.step;
     const sx = new Scale(0, steps.length, PAD_L, W);
     g.strokeStyle = '#3df2ff';

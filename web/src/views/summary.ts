@@ -2,7 +2,7 @@
 import type { Summary } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, formatNs, layerColor, OP_COLORS, Scale } from '../transforms';
-import { cssWidth, el, fitCanvas, hideTip, panel, showTip, whenVisible } from '../ui';
+import { CachedLayer, cssWidth, el, fitCanvas, hideTip, panel, showTip, whenVisible } from '../ui';
 
 const H = 150, PAD_L = 56;
 const maxOpNs = (st: Summary['steps']) => Math.max(1, ...st.map((s) => s.op_ns ?? 0));
@@ -15,26 +15,15 @@ export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): HTMLE
     el('div', { class: 'canvas-wrap' }, canvas), grid);
   let sum: Summary | null = null;
 
-  // Everything but the selected step's bar is drawn once per width into `base`; a step change copies it and
-  // draws that bar.
-  let base: HTMLCanvasElement | null = null;
+  // Everything but the selected step's bar is drawn once per size; a step change adds that bar.
+  const base = new CachedLayer();
 
   function draw() {
     if (!sum) return;
     const g = fitCanvas(canvas, H);
     const W = cssWidth(canvas);
-    if (!base || base.width !== canvas.width || base.height !== canvas.height) {
-      base = document.createElement('canvas');
-      base.width = canvas.width;
-      base.height = canvas.height;
-      const bg = base.getContext('2d')!;
-      bg.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
-      drawBase(bg, W, sum);
-    }
-    g.setTransform(1, 0, 0, 1, 0, 0);
-    g.clearRect(0, 0, canvas.width, canvas.height);
-    g.drawImage(base, 0, 0);
-    g.setTransform(canvas.width / W, 0, 0, canvas.height / H, 0, 0);
+    const data = sum;
+    base.paint(canvas, g, W, H, (bg) => drawBase(bg, W, data));
     const st = sum.steps, i = ctx.store.sel.step, s = st[i];
     if (s) {
       const sx = new Scale(0, st.length, PAD_L, W), sy = new Scale(0, maxOpNs(st), H - 4, 6);
