@@ -94,7 +94,7 @@ trace::RangeRecord to_record(const ByteRange& r) {
   return {r.pool, r.buffer_id, r.offset, r.length, r.pos_begin, r.pos_end};
 }
 
-// Everything but the name (interned once per graph, see Tracer::names_of).
+// Everything but the name (interned once per graph, see Tracer::intern_graph).
 void fill_tensor(trace::TensorRecord& t, const Tensor& src) {
   t.type = src.type;
   for (int d = 0; d < 4; ++d) t.ne[d] = src.ne[d];
@@ -151,11 +151,8 @@ void Tracer::on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t
   writer_.step_begin({static_cast<uint32_t>(step), phase, pos_begin, pos_end, step_start_, 0, -1, 0, false});
 }
 
-const Tracer::GraphNames& Tracer::names_of(const std::string& key, const Graph& g, const AllocPlan& plan) {
-  auto it = graph_names_.find(key);
-  if (it != graph_names_.end() && it->second.events.size() == plan.events.size()) return it->second;
-  GraphNames& names = graph_names_[key];
-  names = {};
+Tracer::GraphNames Tracer::intern_graph(const Graph& g, const AllocPlan& plan) {
+  GraphNames names;
   for (const Node& n : g.nodes()) {
     names.node_offset.push_back(static_cast<uint32_t>(names.ids.size()));
     names.ids.push_back(writer_.intern(n.out->name));  // the op is named after what it computes
@@ -298,14 +295,18 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   if (prefetcher_) prefetcher_->on_graph_ready(g, step_);
 
   const std::string key = graph_key(g);
-  auto it = graph_ids_.find(key);
-  if (it == graph_ids_.end()) {
-    const int id = static_cast<int>(graph_ids_.size());
-    it = graph_ids_.emplace(key, id).first;
-    dir_.write_file(fmt::format("graphs/graph-{:04}.json", id), graph_json(g));
+  auto [it, first_seen] = graphs_.try_emplace(key);
+  KnownGraph& known = it->second;
+  if (first_seen) {
+    known.id = static_cast<int>(graphs_.size()) - 1;
+    dir_.write_file(fmt::format("graphs/graph-{:04}.json", known.id), graph_json(g));
+    known.names = intern_graph(g, plan);
   }
-  step_graph_.push_back(it->second);
-  names_ = &names_of(key, g, plan);
+  // The key covers names, ops, shapes and placement, so the allocation plan is the same too.
+  TT_CHECK(known.names.events.size() == plan.events.size(), "graph {} seen again with another allocation plan",
+           known.id);
+  step_graph_.push_back(known.id);
+  names_ = &known.names;
 
   // Activation arena and scratch growth are buffer events too.
   for (const BufferInfo& b : g.buffers) {
@@ -554,7 +555,7 @@ json Tracer::finish() {
   if (!*steps_stream_) fail("error writing '{}'", dir_.path("steps.jsonl"));
   json index = json::array();
   for (size_t s = 0; s < step_graph_.size(); ++s) index.push_back({{"step", s}, {"graph", step_graph_[s]}});
-  dir_.write_json("graphs/index.json", {{"graphs", graph_ids_.size()}, {"steps", index}});
+  dir_.write_json("graphs/index.json", {{"graphs", graphs_.size()}, {"steps", index}});
 
   // Explicit events (static buffers, growth) in their place before each step's arena events.
   json events = json::array(), step_peaks = json::array();
@@ -595,7 +596,7 @@ json Tracer::finish() {
   return {{"ops", writer_.op_count()},
           {"spans", writer_.span_count()},
           {"steps", step_graph_.size()},
-          {"graphs", graph_ids_.size()},
+          {"graphs", graphs_.size()},
           {"buffer_events", events.size()},
           {"trace_bytes", writer_.bytes_written()},
           {"tracer_ns", self_ns_}};

@@ -103,7 +103,11 @@ class Tracer : public GenerateObserver {
     uint64_t arena_bytes, scratch_bytes, static_bytes;
   };
   void write_full_op(trace::OpRecord& r, const Node& n, size_t i);
-  const GraphNames& names_of(const std::string& key, const Graph& g, const AllocPlan& plan);
+  GraphNames intern_graph(const Graph& g, const AllocPlan& plan);
+  struct KnownGraph {
+    int id = 0;  // graphs/graph-<id>.json
+    GraphNames names;
+  };
   void write_step_ops(const StepOutcome& outcome);
   std::string graph_key(const Graph& g);
   std::vector<uint8_t> key_bytes_;  // graph_key's scratch, reused
@@ -129,8 +133,7 @@ class Tracer : public GenerateObserver {
   std::vector<trace::ValueStats> stats_;  // [node], with --trace-values
 
   // Whole run.
-  std::map<std::string, int> graph_ids_;
-  std::map<std::string, GraphNames> graph_names_;
+  std::map<std::string, KnownGraph> graphs_;  // by graph_key
   const GraphNames* names_ = nullptr;           // the current step's
   const GraphNames* previous_names_ = nullptr;  // the previous step's (same pointer: same graph)
   std::vector<int> step_graph_;
