@@ -101,6 +101,35 @@ void quantize_act(benchmark::State& state, GgmlType type) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kN * 4);
 }
 
+// Flash attention over an F16 cache of n_pos positions, head size 64, 4 KV heads as in the main model:
+// range(1) queries of one KV head per call (its GQA group has 3). items/s counts (query, position) pairs.
+void attend(benchmark::State& state) {
+  const int64_t n_pos = state.range(0), d = 64, kv_heads = 4;
+  const int nq = static_cast<int>(state.range(1));
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> q(nq * d), k(n_pos * kv_heads * d), v(k.size()), acc(d);
+  for (auto* h : {&q, &k, &v})
+    for (auto& x : *h) x = fp32_to_fp16(normal(gen));
+  std::vector<float> out(nq * d);
+  std::vector<const uint16_t*> qs;
+  std::vector<float*> outs;
+  for (int qi = 0; qi < nq; ++qi) {
+    qs.push_back(q.data() + qi * d);
+    outs.push_back(out.data() + qi * d);
+  }
+  const std::vector<int64_t> positions(nq, n_pos);
+  const uint64_t stride = kv_heads * d * sizeof(uint16_t);
+  for (auto _ : state) {
+    attend_f16(nq, qs.data(), positions.data(), reinterpret_cast<const uint8_t*>(k.data()),
+               reinterpret_cast<const uint8_t*>(v.data()), stride, d, 0.125f, acc.data(), outs.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n_pos * nq);
+  state.SetLabel(kernel_isa());
+}
+BENCHMARK(attend)->Name("AttendF16")->ArgNames({"positions", "queries"})->ArgsProduct({{128, 2048}, {1, 3, 4}});
+
 const int kRegistered = [] {
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,   GgmlType::Q4_1,
                             GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,

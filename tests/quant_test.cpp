@@ -55,8 +55,8 @@ struct CpuSets {
 };
 CpuSets cpu_sets() {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+                    __builtin_cpu_supports("bmi2");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni");
@@ -357,9 +357,8 @@ TEST(QuantVecDot, BatchedKernelsMatchReferenceWithinRounding) {
   constexpr double kRelTol = 1e-5;
   int cases = 0;
   const std::pair<G, VecDotFn> kernels[] = {
-      {G::Q4_0, ref::repack_dot_q4_0},  {G::IQ4_NL, ref::repack_dot_iq4_nl},
-      {G::Q4_K, ref::repack_gemv_q4_k}, {G::Q4_K, ref::repack_gemm_q4_k},
-      {G::Q2_K, ref::repack_gemv_q2_k}, {G::Q2_K, ref::repack_gemm_q2_k},
+      {G::Q4_0, ref::repack_dot_q4_0},         {G::IQ4_NL, ref::repack_dot_iq4_nl}, {G::Q4_K, ref::repack_gemv_q4_k},
+      {G::Q4_K, ref::repack_gemm_q4_k},        {G::Q2_K, ref::repack_gemv_q2_k},    {G::Q2_K, ref::repack_gemm_q2_k},
       {G::BF16, ref::vec_dot_bf16_avx512bf16}, {G::BF16, ref::dot_bf16_tinyblas},
   };
   for (size_t i = 0; i < std::size(kernels); ++i) {
@@ -452,8 +451,9 @@ TEST(QuantActivation, SwigluEqualsReferenceExactly) {
     std::vector<float> g(n), u(n), want(n), got(n);
     for (int64_t i = 0; i < n; ++i) {
       const int kind = rng.integer(0, 9);
-      g[i] = kind == 0 ? rng.uniform(-200.0f, 200.0f) : kind == 1 ? rng.uniform(80.0f, 140.0f) * (rng.integer(0, 1) ? 1 : -1)
-                                                                 : rng.normal() * 4.0f;
+      g[i] = kind == 0   ? rng.uniform(-200.0f, 200.0f)
+             : kind == 1 ? rng.uniform(80.0f, 140.0f) * (rng.integer(0, 1) ? 1 : -1)
+                         : rng.normal() * 4.0f;
       u[i] = rng.normal();
     }
     ref::swiglu_row(g.data(), u.data(), want.data(), n);
@@ -466,32 +466,46 @@ TEST(QuantActivation, SwigluEqualsReferenceExactly) {
   }
 }
 
-// A whole (token, head) of flash attention: the SIMD kernel gives the scalar reference's floats bit for bit, for
-// head sizes below, at and above one vector, over 1 to 300 cache positions in a strided (GQA) cache.
+// Flash attention: the SIMD kernel gives the scalar reference's floats bit for bit, for head sizes below, at and
+// above one vector (and the register-resident sizes 64, 128), 1 to 4 queries per call with their own position
+// counts (as the heads of a GQA group and neighbouring tokens are called), 1 to 300 cache positions in a strided
+// (GQA) cache.
 TEST(QuantAttention, AttendF16EqualsReference) {
   Rng rng;
   const auto [avx2, avx512] = cpu_sets();
   if (!avx2) GTEST_SKIP() << "no AVX2/F16C";
-  for (int64_t d : {4, 8, 16, 64, 80}) {
-    for (int64_t n_pos : {1, 2, 37, 300}) {
-      const int64_t kv_heads = 2, stride = kv_heads * d * 2;
-      std::vector<uint16_t> q(d), k(n_pos * kv_heads * d), v(k.size());
-      for (auto& x : q) x = fp32_to_fp16(rng.normal());
-      for (auto& x : k) x = fp32_to_fp16(rng.normal());
-      for (auto& x : v) x = fp32_to_fp16(rng.normal());
-      const auto* kb = reinterpret_cast<const uint8_t*>(k.data()) + d * 2;  // the second KV head
-      const auto* vb = reinterpret_cast<const uint8_t*>(v.data()) + d * 2;
-      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-      std::vector<uint16_t> acc(d);
-      std::vector<float> want(d), got(d);
-      ref::attend_f16(q.data(), kb, vb, stride, n_pos, d, scale, acc.data(), want.data());
-      avx2::attend_f16(q.data(), kb, vb, stride, n_pos, d, scale, acc.data(), got.data());
-      for (int64_t i = 0; i < d; ++i)
-        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "avx2 d=" << d << " n_pos=" << n_pos;
-      if (avx512) {
-        avx512::attend_f16(q.data(), kb, vb, stride, n_pos, d, scale, acc.data(), got.data());
-        for (int64_t i = 0; i < d; ++i)
-          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "avx512 d=" << d;
+  std::vector<std::pair<const char*, TT_ATTEND_F16_DECL((*))>> impls = {{"avx2", avx2::attend_f16}};
+  if (avx512) impls.push_back({"avx512", avx512::attend_f16});
+  for (int64_t d : {4, 8, 16, 64, 80, 128}) {
+    for (int64_t max_pos : {1, 2, 37, 300}) {
+      for (int nq = 1; nq <= kAttendMaxQueries; ++nq) {
+        const int64_t kv_heads = 2, stride = kv_heads * d * 2;
+        std::vector<uint16_t> k(max_pos * kv_heads * d), v(k.size()), q(nq * d);
+        for (auto* h : {&q, &k, &v})
+          for (auto& x : *h) x = fp32_to_fp16(rng.normal());
+        const auto* kb = reinterpret_cast<const uint8_t*>(k.data()) + d * 2;  // the second KV head
+        const auto* vb = reinterpret_cast<const uint8_t*>(v.data()) + d * 2;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        std::vector<const uint16_t*> qs(nq);
+        std::vector<int64_t> n_pos(nq);
+        std::vector<float> want(nq * d), got(nq * d);
+        std::vector<float*> want_out(nq), got_out(nq);
+        for (int qi = 0; qi < nq; ++qi) {
+          qs[qi] = q.data() + qi * d;
+          n_pos[qi] = std::max<int64_t>(1, max_pos - (qi * 7) % (max_pos + 1));  // differing counts, one maximal
+          want_out[qi] = want.data() + qi * d;
+          got_out[qi] = got.data() + qi * d;
+        }
+        std::vector<uint16_t> acc(d);
+        ref::attend_f16(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), want_out.data());
+        for (const auto& [name, fn] : impls) {
+          std::fill(got.begin(), got.end(), -7.0f);
+          fn(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), got_out.data());
+          for (int64_t i = 0; i < nq * d; ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                << name << " d=" << d << " queries=" << nq << " query " << i / d << " (n_pos " << n_pos[i / d]
+                << ") element " << i % d << ": " << got[i] << " vs " << want[i];
+        }
       }
     }
   }
@@ -761,10 +775,10 @@ TEST(QuantQuantize, Q8KSimdEqualsReference) {
   if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
   std::vector<float> f(256 * 6);
   for (float& v : f) v = rng.normal() * 3.0f;
-  f[17] = -9.5f, f[200] = 9.5f;                                      // block 0: -9.5 first
-  f[256 + 3] = 9.5f, f[256 + 100] = -9.5f;                           // block 1: +9.5 first
-  std::fill(f.begin() + 512, f.begin() + 768, 0.0f);                 // block 2: zeros
-  for (int j = 0; j < 256; ++j) f[768 + j] = (j - 128) * 0.5f;       // block 3: many .5 ties
+  f[17] = -9.5f, f[200] = 9.5f;                                 // block 0: -9.5 first
+  f[256 + 3] = 9.5f, f[256 + 100] = -9.5f;                      // block 1: +9.5 first
+  std::fill(f.begin() + 512, f.begin() + 768, 0.0f);            // block 2: zeros
+  for (int j = 0; j < 256; ++j) f[768 + j] = (j - 128) * 0.5f;  // block 3: many .5 ties
   for (int j = 0; j < 256; ++j) f[1024 + j] = j % 7 == 0 ? -127.0f : static_cast<float>(j % 5);
   std::vector<uint8_t> want(row_bytes(G::Q8_K, 1536)), got(want.size());
   ref::quantize_q8_k(f.data(), want.data(), 1536);

@@ -103,8 +103,8 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   auto dot_for = [&](int64_t t) -> VecDotFn { return batched == nullptr ? k->vec_dot : batched->for_token(t, M); };
   float* dst = out.as<float>();
   if (M == 1) {
-    dot_tile(dot_for(0), K, rows.end - rows.begin, 1, w.data + rows.begin * w_row, w_row, y, y_row,
-             dst + rows.begin, N);
+    dot_tile(dot_for(0), K, rows.end - rows.begin, 1, w.data + rows.begin * w_row, w_row, y, y_row, dst + rows.begin,
+             N);
     return;
   }
   // Tiles of weight rows x tokens: the tile's weight rows stay in cache while every token of the tile uses them.
@@ -118,8 +118,7 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
         const VecDotFn dot = dot_for(t);
         int64_t run_end = t + 1;
         while (run_end < t1 && dot_for(run_end) == dot) ++run_end;
-        dot_tile(dot, K, r1 - r0, run_end - t, w.data + r0 * w_row, w_row, y + t * y_row, y_row, dst + t * N + r0,
-                 N);
+        dot_tile(dot, K, r1 - r0, run_end - t, w.data + r0 * w_row, w_row, y + t * y_row, y_row, dst + t * N + r0, N);
         t = run_end;
       }
     }
@@ -192,38 +191,66 @@ void mad_f32(float* acc, const float* v, float vs, int64_t d) {
   for (int64_t i = 0; i < d; ++i) acc[i] = std::fma(v[i], vs, acc[i]);
 }
 
-// Attention streamed over the cache with an online softmax (attend.h): for every (token, head), one pass over
-// positions [0, pos]. src: q view [head_dim, n_tokens, n_heads] (storage [head_dim, n_heads, n_tokens]), K and V
-// cache views.
+// Attention streamed over the cache with an online softmax (attend.h). src: q view [head_dim, n_tokens, n_heads]
+// (storage [head_dim, n_heads, n_tokens]), K and V cache views. Queries that read the same KV head go to the
+// kernel together (up to kAttendMaxQueries): the heads of a GQA group, and, when groups are small, neighbouring
+// tokens of each head. Query (t, h) attends to positions [0, pos0 + t].
 void flash_attn(const Node& n, const ComputeContext& ctx) {
   const Tensor& q = n.src[0]->storage();
   const Tensor& kc = n.src[1]->storage();
   const Tensor& vc = n.src[2]->storage();
-  if (kc.type != vc.type) fail("flash attention: K cache {} and V cache {} differ", type_name(kc.type), type_name(vc.type));
-  const bool f16 = kc.type == GgmlType::F16;
+  if (kc.type != vc.type)
+    fail("flash attention: K cache {} and V cache {} differ", type_name(kc.type), type_name(vc.type));
   const int64_t head_dim = q.ne[0], n_heads = q.ne[1], n_tokens = q.ne[2];
   const int64_t n_kv_heads = kc.ne[0] / head_dim;
   const int64_t group = n_heads / n_kv_heads;
   const uint64_t stride = kc.row_size(), head_bytes = stride / n_kv_heads;  // K and V share type and width
-  std::vector<uint16_t> q16(head_dim), acc16(head_dim);
-  std::vector<float> acc32(head_dim);
-  Range r = split(n_tokens * n_heads, ctx.ith, ctx.nth);
-  for (int64_t item = r.begin; item < r.end; ++item) {
-    const int64_t t = item / n_heads, h = item % n_heads;
-    const int64_t n_pos = n.params.pos0 + t + 1;  // causal: positions 0..pos0+t
-    const float* qin = q.as<const float>() + (t * n_heads + h) * head_dim;
-    const uint8_t* k = kc.data + (h / group) * head_bytes;
-    const uint8_t* v = vc.data + (h / group) * head_bytes;
-    float* out = n.out->as<float>() + (t * n_heads + h) * head_dim;
-    if (f16) {
-      fp32_to_fp16_row(qin, q16.data(), head_dim);  // llama.cpp converts Q to the cache type
-      attend_f16(q16.data(), k, v, stride, n_pos, head_dim, n.params.scale, acc16.data(), out);
-      continue;
+  auto query = [&](int64_t t, int64_t h) { return q.as<const float>() + (t * n_heads + h) * head_dim; };
+  auto output = [&](int64_t t, int64_t h) { return n.out->as<float>() + (t * n_heads + h) * head_dim; };
+  if (kc.type != GgmlType::F16) {  // F32 cache: one query at a time
+    std::vector<float> acc(head_dim);
+    const Range r = split(n_tokens * n_heads, ctx.ith, ctx.nth);
+    for (int64_t item = r.begin; item < r.end; ++item) {
+      const int64_t t = item / n_heads, h = item % n_heads, n_pos = n.params.pos0 + t + 1;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      AttendSteps<float, dot_f32_double, scale_f32, mad_f32> steps{
+          query(t, h), kc.data + (h / group) * head_bytes, vc.data + (h / group) * head_bytes, stride, head_dim,
+          acc.data()};
+      float inv;
+      attend(steps, &n_pos, n.params.scale, &inv);
+      for (int64_t d = 0; d < head_dim; ++d) output(t, h)[d] = acc[d] * inv;
     }
-    std::fill(acc32.begin(), acc32.end(), 0.0f);
-    AttendSteps<float, dot_f32_double, scale_f32, mad_f32> steps{qin, k, v, stride, head_dim, acc32.data()};
-    const float inv = attend(steps, n_pos, n.params.scale);
-    for (int64_t d = 0; d < head_dim; ++d) out[d] = acc32[d] * inv;
+    return;
+  }
+  // Units: (token block, KV head, chunk of the group's heads), each at most kAttendMaxQueries queries.
+  const int64_t heads_per_unit = std::min<int64_t>(group, kAttendMaxQueries);
+  const int64_t chunks = (group + heads_per_unit - 1) / heads_per_unit;
+  const int64_t tokens_per_unit = std::max<int64_t>(1, kAttendMaxQueries / heads_per_unit);
+  const int64_t token_blocks = (n_tokens + tokens_per_unit - 1) / tokens_per_unit;
+  const int64_t n_units = token_blocks * n_kv_heads * chunks;
+  std::vector<uint16_t> q16(kAttendMaxQueries * head_dim), acc16(head_dim);
+  const uint16_t* qs[kAttendMaxQueries];
+  float* outs[kAttendMaxQueries];
+  int64_t n_pos[kAttendMaxQueries];
+  // Units in turn across threads: neighbouring units cost about the same, so each thread gets an equal share of a
+  // causal prompt's work (contiguous ranges would give the last thread the longest rows).
+  for (int64_t unit = ctx.ith; unit < n_units; unit += ctx.nth) {
+    const int64_t chunk = unit % chunks, kv_head = unit / chunks % n_kv_heads, block = unit / chunks / n_kv_heads;
+    const int64_t h0 = kv_head * group + chunk * heads_per_unit,
+                  h1 = std::min(h0 + heads_per_unit, (kv_head + 1) * group);
+    const int64_t t0 = block * tokens_per_unit, t1 = std::min(t0 + tokens_per_unit, n_tokens);
+    int nq = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t h = h0; h < h1; ++h, ++nq) {
+        uint16_t* q_half = q16.data() + nq * head_dim;
+        fp32_to_fp16_row(query(t, h), q_half, head_dim);  // llama.cpp converts Q to the cache type
+        qs[nq] = q_half;
+        outs[nq] = output(t, h);
+        n_pos[nq] = n.params.pos0 + t + 1;
+      }
+    }
+    attend_f16(nq, qs, n_pos, kc.data + kv_head * head_bytes, vc.data + kv_head * head_bytes, stride, head_dim,
+               n.params.scale, acc16.data(), outs);
   }
 }
 
@@ -255,20 +282,30 @@ size_t scratch_bytes(const Node& node) {
 
 void compute_node(const Node& n, const ComputeContext& ctx) {
   switch (n.op) {
-    case OpKind::GET_ROWS: return get_rows(n, ctx);
-    case OpKind::RMS_NORM: return rms_norm(n, ctx);
-    case OpKind::MUL: return binary(n, ctx, [](float a, float b) { return a * b; });
-    case OpKind::ADD: return binary(n, ctx, [](float a, float b) { return a + b; });
-    case OpKind::MUL_MAT: return mul_mat(n, ctx);
-    case OpKind::ROPE: return rope(n, ctx);
-    case OpKind::SET_ROWS: return set_rows(n, ctx);
-    case OpKind::FLASH_ATTN_EXT: return flash_attn(n, ctx);
-    case OpKind::SWIGLU: return swiglu(n, ctx);
+    case OpKind::GET_ROWS:
+      return get_rows(n, ctx);
+    case OpKind::RMS_NORM:
+      return rms_norm(n, ctx);
+    case OpKind::MUL:
+      return binary(n, ctx, [](float a, float b) { return a * b; });
+    case OpKind::ADD:
+      return binary(n, ctx, [](float a, float b) { return a + b; });
+    case OpKind::MUL_MAT:
+      return mul_mat(n, ctx);
+    case OpKind::ROPE:
+      return rope(n, ctx);
+    case OpKind::SET_ROWS:
+      return set_rows(n, ctx);
+    case OpKind::FLASH_ATTN_EXT:
+      return flash_attn(n, ctx);
+    case OpKind::SWIGLU:
+      return swiglu(n, ctx);
     case OpKind::RESHAPE:
     case OpKind::VIEW:
     case OpKind::PERMUTE:
       return;
-    case OpKind::kCount: break;
+    case OpKind::kCount:
+      break;
   }
   fail("no kernel for op {}", op_name(n.op));
 }

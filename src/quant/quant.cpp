@@ -244,7 +244,7 @@ void dot_tile(VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x, ui
 
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) { fast().h2f_row(src, dst, n); }
 void swiglu_row(const float* g, const float* u, float* out, int64_t n) { fast().swiglu_row(g, u, out, n); }
-TT_ATTEND_F16_DECL(attend_f16) { fast().attend_f16(q, k, v, stride, n_pos, d, scale, acc, out); }
+TT_ATTEND_F16_DECL(attend_f16) { fast().attend_f16(n_queries, q, n_pos, k, v, stride, d, scale, acc, out); }
 void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) { fast().f2h_row(src, dst, n); }
 
 }  // namespace tt

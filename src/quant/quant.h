@@ -21,8 +21,8 @@ using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 using VecDotFn = void (*)(int64_t n, float* result, const void* x, const void* y);
 // A tile of a matrix product, bit-identical to calling one VecDotFn per (row, token):
 // out[t * ldo + r] = dot(row r of x, row t of y) for r < nr, t < nt; rows x_row / y_row bytes apart.
-using TileFn = void (*)(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y,
-                        uint64_t y_row, float* out, int64_t ldo);
+using TileFn = void (*)(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row,
+                        float* out, int64_t ldo);
 
 struct QuantKernels {
   GgmlType type;
@@ -83,7 +83,8 @@ TileFn find_tile(VecDotFn dot);
 void dot_tile(VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y,
               uint64_t y_row, float* out, int64_t ldo);
 
-// A whole (token, head) of flash attention over an F16 cache (see attend.h), fastest path for this CPU.
+// Up to kAttendMaxQueries (token, head) queries of flash attention over an F16 cache that share a KV head (see
+// attend.h), fastest path for this CPU.
 TT_ATTEND_F16_DECL(attend_f16);
 
 // ggml_vec_swiglu_f32 as llama.cpp computes it on this machine: out = g / (1 + exp(-g)) * u, exp as ggml's

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <limits>
 
-#include "core/fp16.h"
-#include "quant/blocks.h"
-#include "quant/attend.h"
-#include "quant/kernels.h"
 #include "core/error.h"
+#include "core/fp16.h"
+#include "quant/attend.h"
+#include "quant/blocks.h"
+#include "quant/kernels.h"
 #include "quant/x86_reduce.h"
 
 namespace tt::ref {
@@ -271,10 +271,13 @@ void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
 }
 
 TT_ATTEND_F16_DECL(attend_f16) {
-  for (int64_t i = 0; i < d; ++i) acc[i] = 0;
-  AttendSteps<uint16_t, dot_f16_double, scale_f16, mad_f16> steps{q, k, v, stride, d, acc};
-  const float inv = attend(steps, n_pos, scale);
-  for (int64_t i = 0; i < d; ++i) out[i] = fp16_to_fp32(acc[i]) * inv;
+  for (int qi = 0; qi < n_queries; ++qi) {  // one query at a time: the oracle for the multi-query kernels
+    for (int64_t i = 0; i < d; ++i) acc[i] = 0;
+    AttendSteps<uint16_t, dot_f16_double, scale_f16, mad_f16> steps{q[qi], k, v, stride, d, acc};
+    float inv;
+    attend(steps, &n_pos[qi], scale, &inv);
+    for (int64_t i = 0; i < d; ++i) out[qi][i] = fp16_to_fp32(acc[i]) * inv;
+  }
 }
 
 namespace {
@@ -286,8 +289,9 @@ float ggml_v_expf_lane(float x) {
   const float nn = z - r;
   const float b = std::fma(-nn, 0x1.7f7d1cp-20f, std::fma(-nn, 0x1.62e4p-1f, x));
   const float u = b * b;
-  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  const float j =
+      std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+               std::fma(0x1.ffffecp-1f, b, 1.0f));
   if (std::fabs(nn) > 192.0f) return nn <= 0.0f ? 0.0f : INFINITY;
   return std::ldexp(j, static_cast<int>(nn));
 }
