@@ -88,6 +88,28 @@ void run(benchmark::State& state, GgmlType type, bool fast) {
   state.SetLabel(fast ? kernel_isa() : "reference");
 }
 
+// Prompt-sized matrix product as mul_mat tiles it: 512 weight rows x 64 tokens (n = 4096) through the type's
+// batched kernel, 16-row tiles; items/s counts multiply-adds.
+void gemm(benchmark::State& state, GgmlType type) {
+  const QuantKernels* k = find_kernels(type);
+  const Fixture& f = fixture(type);
+  constexpr int64_t kTokens = 64, kRowTile = 16;
+  const BatchedKernels* batched = find_batched(type, kN, kRows);
+  const VecDotFn dot = batched ? batched->for_token(0, kTokens) : k->vec_dot;
+  const uint64_t y_row = tt::row_bytes(k->vec_dot_type, kN);
+  std::vector<uint8_t> acts(y_row * kTokens);
+  for (int64_t t = 0; t < kTokens; ++t) std::memcpy(acts.data() + t * y_row, f.act.data(), y_row);
+  std::vector<float> out(kRows * kTokens);
+  for (auto _ : state) {
+    for (int64_t r0 = 0; r0 < kRows; r0 += kRowTile)
+      dot_tile(dot, kN, kRowTile, kTokens, f.weights.data() + r0 * f.row_bytes, f.row_bytes, acts.data(), y_row,
+               out.data() + r0, kRows);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kN * kRows * kTokens);
+  state.SetLabel(kernel_isa());
+}
+
 void quantize_act(benchmark::State& state, GgmlType type) {
   std::vector<float> src(kN);
   std::mt19937 gen(2);
@@ -138,6 +160,9 @@ const int kRegistered = [] {
     const std::string name(type_name(t));
     benchmark::RegisterBenchmark(("VecDot/" + name + "/ref").c_str(), run, t, false);
     benchmark::RegisterBenchmark(("VecDot/" + name + "/fast").c_str(), run, t, true);
+  }
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
+    benchmark::RegisterBenchmark(("Gemm/" + std::string(type_name(t))).c_str(), gemm, t);
   }
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F16}) {
     benchmark::RegisterBenchmark(("QuantizeActivations/" + std::string(type_name(t))).c_str(), quantize_act, t);
