@@ -466,6 +466,41 @@ TEST(QuantActivation, SwigluEqualsReferenceExactly) {
   }
 }
 
+// Rotary embedding: the SIMD rotation gives the reference's floats bit for bit (signed zeros included), in both
+// pairings, for rotated widths with and without a scalar tail, in place and out of place.
+TEST(QuantRope, RotateEqualsReference) {
+  Rng rng;
+  const auto [avx2, avx512] = cpu_sets();
+  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<std::pair<const char*, void (*)(const float*, float*, const float*, int, bool)>> impls = {
+      {"avx2", avx2::rope_rotate}};
+  if (avx512) impls.push_back({"avx512", avx512::rope_rotate});
+  for (int n_dims : {2, 6, 16, 24, 64, 128}) {
+    for (bool neox : {false, true}) {
+      std::vector<float> x(n_dims), cs(n_dims);
+      for (int i = 0; i < n_dims; ++i) x[i] = i % 7 == 3 ? (i % 2 ? 0.0f : -0.0f) : rng.normal();
+      for (int i = 0; i < n_dims; i += 2) {
+        const float angle = rng.uniform(-10.0f, 10.0f);
+        cs[i] = std::cos(angle);
+        cs[i + 1] = i % 6 == 0 ? 0.0f : std::sin(angle);
+      }
+      std::vector<float> want(n_dims);
+      ref::rope_rotate(x.data(), want.data(), cs.data(), n_dims, neox);
+      for (const auto& [name, fn] : impls) {
+        std::vector<float> got(n_dims, -7.0f), in_place = x;
+        fn(x.data(), got.data(), cs.data(), n_dims, neox);
+        fn(in_place.data(), in_place.data(), cs.data(), n_dims, neox);
+        for (int i = 0; i < n_dims; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << name << " n_dims=" << n_dims << " neox=" << neox << " i=" << i << ": " << got[i] << " vs " << want[i];
+          ASSERT_EQ(std::bit_cast<uint32_t>(in_place[i]), std::bit_cast<uint32_t>(want[i]))
+              << name << " in place, n_dims=" << n_dims << " neox=" << neox << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
 // Flash attention: the SIMD kernel gives the scalar reference's floats bit for bit, for head sizes below, at and
 // above one vector (and the register-resident sizes 64, 128), 1 to 4 queries per call with their own position
 // counts (as the heads of a GQA group and neighbouring tokens are called), 1 to 300 cache positions in a strided

@@ -147,15 +147,7 @@ void rope(const Node& n, const ComputeContext& ctx) {
       const float* in = x.as<const float>() + (t * n_heads + h) * head_dim;
       float* out = n.out->as<float>() + (t * n_heads + h) * head_dim;
       if (in != out) std::memcpy(out, in, head_dim * sizeof(float));
-      for (int i0 = 0; i0 < p.n_dims; i0 += 2) {
-        const int a = p.neox ? i0 / 2 : i0;
-        const int b = p.neox ? i0 / 2 + p.n_dims / 2 : i0 + 1;
-        const float x0 = in[a], x1 = in[b];
-        // llama.cpp's -march=native build contracts x0*cos - x1*sin into fma(x0, cos, -(x1*sin)) (the first
-        // product fused, the second rounded), and likewise the second line.
-        out[a] = std::fma(x0, cache[i0], -(x1 * cache[i0 + 1]));
-        out[b] = std::fma(x0, cache[i0 + 1], x1 * cache[i0]);
-      }
+      rope_rotate(in, out, cache.data(), p.n_dims, p.neox);
     }
   }
 }

@@ -21,12 +21,13 @@ constexpr int64_t kScoreStride = 2 * kAttendBlock;  // between queries in a scor
 
 // The softmax chain over one block of one query's scores: for position j, whether the running maximum moved (then
 // the accumulator is rescaled by rescales[j]) and the weight of its V row. Kept out of line: its libm calls would
-// otherwise make the caller spill its register-resident accumulators at every position.
+// otherwise make the caller spill its register-resident accumulators at every position. Static: each kernel file
+// keeps its own copy, built with its instruction set (one shared copy from a baseline file would call libm's fmaf).
 struct SoftmaxState {
   float max_score = -INFINITY, sum = 0.0f;
 };
-[[gnu::noinline]] inline void softmax_block(SoftmaxState& st, const float* scores, int64_t n, bool* rescaled,
-                                            float* rescales, float* weights) {
+[[gnu::noinline, maybe_unused]] static void softmax_block(SoftmaxState& st, const float* scores, int64_t n,
+                                                          bool* rescaled, float* rescales, float* weights) {
   for (int64_t j = 0; j < n; ++j) {
     const float s = scores[j];
     float ms = 1.0f, vs = 1.0f;

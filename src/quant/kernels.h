@@ -10,7 +10,7 @@ namespace tt {
 
 #define TT_VEC_DOT_DECL(name) void name(int64_t n, float* result, const void* x, const void* y)
 // A tile of a matrix product (see TileFn in quant.h).
-#define TT_TILE_DECL(name)                                                                                    \
+#define TT_TILE_DECL(name)                                                                                   \
   void name(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row, \
             float* out, int64_t ldo)
 
@@ -92,45 +92,52 @@ TT_ATTEND_F16_DECL(attend_f16);
 // ggml_vec_swiglu_f32 as llama.cpp runs it here: out = g / (1 + exp(-g)) * u, exp as ggml's AVX-512 ggml_v_expf
 // over the first n - n % 16 elements, libm expf for the rest.
 void swiglu_row(const float* g, const float* u, float* out, int64_t n);
+
+// Rotary embedding of one head's first n_dims elements (in may equal out): pair (a, b) = (i, i + 1), or
+// (i/2, i/2 + n_dims/2) in NeoX mode, turned by cos_sin[i], cos_sin[i + 1] for i = 0, 2, ...:
+//   out[a] = fma(x_a, cos, -(x_b * sin)), out[b] = fma(x_a, sin, x_b * cos)
+// as llama.cpp's -march=native build contracts ggml's rope lines.
+void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox);
 }  // namespace ref
 
 // Fast paths, one namespace per instruction set (files *_avx2.cpp / *_avx512.cpp). Every function here has the
 // reference's signature and semantics.
-#define TT_FAST_KERNELS_DECL                                         \
-  TT_VEC_DOT_DECL(vec_dot_f32);                                      \
-  TT_VEC_DOT_DECL(vec_dot_f16);                                      \
-  TT_VEC_DOT_DECL(vec_dot_q4_0);                                     \
-  TT_VEC_DOT_DECL(vec_dot_q4_1);                                     \
-  TT_VEC_DOT_DECL(vec_dot_q5_0);                                     \
-  TT_VEC_DOT_DECL(vec_dot_q5_1);                                     \
-  TT_VEC_DOT_DECL(vec_dot_q8_0);                                     \
-  TT_VEC_DOT_DECL(vec_dot_iq4_nl);                                   \
-  TT_VEC_DOT_DECL(vec_dot_q2_k);                                     \
-  TT_VEC_DOT_DECL(vec_dot_q3_k);                                     \
-  TT_VEC_DOT_DECL(vec_dot_q4_k);                                     \
-  TT_VEC_DOT_DECL(vec_dot_q5_k);                                     \
-  TT_VEC_DOT_DECL(vec_dot_q6_k);                                     \
-  TT_VEC_DOT_DECL(vec_dot_iq4_xs);                                   \
-  void quantize_q8_0_x86(const float* src, void* dst, int64_t n);    \
-  void quantize_q8_1_x86(const float* src, void* dst, int64_t n);    \
-  void quantize_q8_k(const float* src, void* dst, int64_t n);        \
-  void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n); \
-  void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);  \
-  TT_VEC_DOT_DECL(repack_dot_q4_0);                                  \
-  TT_VEC_DOT_DECL(repack_dot_iq4_nl);                                \
-  TT_VEC_DOT_DECL(repack_gemv_q4_k);                                 \
-  TT_VEC_DOT_DECL(repack_gemm_q4_k);                                 \
-  float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n); \
-  void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);    \
-  void scale_f16(uint16_t* acc, float s, int64_t n);                     \
-  TT_ATTEND_F16_DECL(attend_f16);                                        \
-  TT_TILE_DECL(tile_q8_0);                                               \
-  TT_TILE_DECL(tile_q6_k);                                               \
-  TT_TILE_DECL(tile_repack_q4_0);                                        \
-  TT_TILE_DECL(tile_repack_iq4_nl);                                      \
-  TT_TILE_DECL(tile_repack_gemv_q4_k);                                   \
-  TT_TILE_DECL(tile_repack_gemm_q4_k);                                   \
-  void swiglu_row(const float* g, const float* u, float* out, int64_t n)
+#define TT_FAST_KERNELS_DECL                                              \
+  TT_VEC_DOT_DECL(vec_dot_f32);                                           \
+  TT_VEC_DOT_DECL(vec_dot_f16);                                           \
+  TT_VEC_DOT_DECL(vec_dot_q4_0);                                          \
+  TT_VEC_DOT_DECL(vec_dot_q4_1);                                          \
+  TT_VEC_DOT_DECL(vec_dot_q5_0);                                          \
+  TT_VEC_DOT_DECL(vec_dot_q5_1);                                          \
+  TT_VEC_DOT_DECL(vec_dot_q8_0);                                          \
+  TT_VEC_DOT_DECL(vec_dot_iq4_nl);                                        \
+  TT_VEC_DOT_DECL(vec_dot_q2_k);                                          \
+  TT_VEC_DOT_DECL(vec_dot_q3_k);                                          \
+  TT_VEC_DOT_DECL(vec_dot_q4_k);                                          \
+  TT_VEC_DOT_DECL(vec_dot_q5_k);                                          \
+  TT_VEC_DOT_DECL(vec_dot_q6_k);                                          \
+  TT_VEC_DOT_DECL(vec_dot_iq4_xs);                                        \
+  void quantize_q8_0_x86(const float* src, void* dst, int64_t n);         \
+  void quantize_q8_1_x86(const float* src, void* dst, int64_t n);         \
+  void quantize_q8_k(const float* src, void* dst, int64_t n);             \
+  void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);      \
+  void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);      \
+  TT_VEC_DOT_DECL(repack_dot_q4_0);                                       \
+  TT_VEC_DOT_DECL(repack_dot_iq4_nl);                                     \
+  TT_VEC_DOT_DECL(repack_gemv_q4_k);                                      \
+  TT_VEC_DOT_DECL(repack_gemm_q4_k);                                      \
+  float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n);  \
+  void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);     \
+  void scale_f16(uint16_t* acc, float s, int64_t n);                      \
+  TT_ATTEND_F16_DECL(attend_f16);                                         \
+  TT_TILE_DECL(tile_q8_0);                                                \
+  TT_TILE_DECL(tile_q6_k);                                                \
+  TT_TILE_DECL(tile_repack_q4_0);                                         \
+  TT_TILE_DECL(tile_repack_iq4_nl);                                       \
+  TT_TILE_DECL(tile_repack_gemv_q4_k);                                    \
+  TT_TILE_DECL(tile_repack_gemm_q4_k);                                    \
+  void swiglu_row(const float* g, const float* u, float* out, int64_t n); \
+  void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox)
 
 namespace avx2 {
 TT_FAST_KERNELS_DECL;

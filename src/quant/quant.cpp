@@ -51,15 +51,14 @@ bool has_avx512_bf16() {
 }
 
 // Fast function of one ISA namespace for the given reference, by name.
-#define TT_FAST_TABLE(ns)                                                                                             \
-  FastSet {                                                                                                           \
-    ns::vec_dot_f32, ns::vec_dot_f16, ns::vec_dot_q4_0, ns::vec_dot_q4_1, ns::vec_dot_q5_0, ns::vec_dot_q5_1,         \
-        ns::vec_dot_q8_0, ns::vec_dot_iq4_nl, ns::vec_dot_q2_k, ns::vec_dot_q3_k, ns::vec_dot_q4_k, ns::vec_dot_q5_k, \
-        ns::vec_dot_q6_k, ns::vec_dot_iq4_xs, ns::quantize_q8_0_x86, ns::quantize_q8_1_x86, ns::fp16_to_fp32_row,     \
-        ns::fp32_to_fp16_row, ns::repack_dot_q4_0, ns::repack_dot_iq4_nl, ns::repack_gemv_q4_k,                      \
-        ns::repack_gemm_q4_k, ns::tile_repack_gemv_q4_k,                                                             \
-        ns::tile_repack_gemm_q4_k, ns::swiglu_row, ns::quantize_q8_k, ns::tile_repack_q4_0, ns::tile_repack_iq4_nl,   \
-        ns::attend_f16, ns::tile_q8_0, ns::tile_q6_k                                                                  \
+#define TT_FAST_TABLE(ns)                                                                                              \
+  FastSet {                                                                                                            \
+    ns::vec_dot_f32, ns::vec_dot_f16, ns::vec_dot_q4_0, ns::vec_dot_q4_1, ns::vec_dot_q5_0, ns::vec_dot_q5_1,          \
+        ns::vec_dot_q8_0, ns::vec_dot_iq4_nl, ns::vec_dot_q2_k, ns::vec_dot_q3_k, ns::vec_dot_q4_k, ns::vec_dot_q5_k,  \
+        ns::vec_dot_q6_k, ns::vec_dot_iq4_xs, ns::quantize_q8_0_x86, ns::quantize_q8_1_x86, ns::fp16_to_fp32_row,      \
+        ns::fp32_to_fp16_row, ns::repack_dot_q4_0, ns::repack_dot_iq4_nl, ns::repack_gemv_q4_k, ns::repack_gemm_q4_k,  \
+        ns::tile_repack_gemv_q4_k, ns::tile_repack_gemm_q4_k, ns::swiglu_row, ns::quantize_q8_k, ns::tile_repack_q4_0, \
+        ns::tile_repack_iq4_nl, ns::attend_f16, ns::tile_q8_0, ns::tile_q6_k, ns::rope_rotate                          \
   }
 
 struct FastSet {
@@ -74,6 +73,7 @@ struct FastSet {
   TileFn tile_q4_0, tile_iq4_nl;
   TT_ATTEND_F16_DECL((*attend_f16));
   TileFn tile_q8_0, tile_q6_k;
+  void (*rope_rotate)(const float*, float*, const float*, int, bool);
 };
 
 void scalar_h2f_row(const uint16_t* src, float* dst, int64_t n) {
@@ -93,13 +93,38 @@ const FastSet& fast() {
       case Isa::kScalar:
         break;
     }
-    return FastSet{ref::vec_dot_f32,  ref::vec_dot_f16,    ref::vec_dot_q4_0,      ref::vec_dot_q4_1,
-                   ref::vec_dot_q5_0, ref::vec_dot_q5_1,   ref::vec_dot_q8_0,      ref::vec_dot_iq4_nl,
-                   ref::vec_dot_q2_k, ref::vec_dot_q3_k,   ref::vec_dot_q4_k,      ref::vec_dot_q5_k,
-                   ref::vec_dot_q6_k, ref::vec_dot_iq4_xs, ref::quantize_q8_0_x86, ref::quantize_q8_1_x86,
-                   scalar_h2f_row,    scalar_f2h_row,      ref::repack_dot_q4_0,   ref::repack_dot_iq4_nl,
-                   ref::repack_gemv_q4_k, ref::repack_gemm_q4_k, nullptr, nullptr, ref::swiglu_row,
-                   ref::quantize_q8_k, nullptr, nullptr, ref::attend_f16, nullptr, nullptr};
+    return FastSet{ref::vec_dot_f32,
+                   ref::vec_dot_f16,
+                   ref::vec_dot_q4_0,
+                   ref::vec_dot_q4_1,
+                   ref::vec_dot_q5_0,
+                   ref::vec_dot_q5_1,
+                   ref::vec_dot_q8_0,
+                   ref::vec_dot_iq4_nl,
+                   ref::vec_dot_q2_k,
+                   ref::vec_dot_q3_k,
+                   ref::vec_dot_q4_k,
+                   ref::vec_dot_q5_k,
+                   ref::vec_dot_q6_k,
+                   ref::vec_dot_iq4_xs,
+                   ref::quantize_q8_0_x86,
+                   ref::quantize_q8_1_x86,
+                   scalar_h2f_row,
+                   scalar_f2h_row,
+                   ref::repack_dot_q4_0,
+                   ref::repack_dot_iq4_nl,
+                   ref::repack_gemv_q4_k,
+                   ref::repack_gemm_q4_k,
+                   nullptr,
+                   nullptr,
+                   ref::swiglu_row,
+                   ref::quantize_q8_k,
+                   nullptr,
+                   nullptr,
+                   ref::attend_f16,
+                   nullptr,
+                   nullptr,
+                   ref::rope_rotate};
   }();
   return set;
 }
@@ -244,6 +269,9 @@ void dot_tile(VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x, ui
 
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) { fast().h2f_row(src, dst, n); }
 void swiglu_row(const float* g, const float* u, float* out, int64_t n) { fast().swiglu_row(g, u, out, n); }
+void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox) {
+  fast().rope_rotate(in, out, cos_sin, n_dims, neox);
+}
 TT_ATTEND_F16_DECL(attend_f16) { fast().attend_f16(n_queries, q, n_pos, k, v, stride, d, scale, acc, out); }
 void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) { fast().f2h_row(src, dst, n); }
 

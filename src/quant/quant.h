@@ -91,6 +91,9 @@ TT_ATTEND_F16_DECL(attend_f16);
 // AVX-512 ggml_v_expf on the first n - n % 16 elements and libm expf on the rest.
 void swiglu_row(const float* g, const float* u, float* out, int64_t n);
 
+// Rotary embedding of one head (see ref::rope_rotate in kernels.h), fastest path for this CPU.
+void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox);
+
 void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* results, const void* x, uint64_t x_row_bytes,
                   const void* y);
 

@@ -297,6 +297,16 @@ float ggml_v_expf_lane(float x) {
 }
 }  // namespace
 
+void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox) {
+  for (int i0 = 0; i0 < n_dims; i0 += 2) {
+    const int a = neox ? i0 / 2 : i0;
+    const int b = neox ? i0 / 2 + n_dims / 2 : i0 + 1;
+    const float x0 = in[a], x1 = in[b];
+    out[a] = std::fma(x0, cos_sin[i0], -(x1 * cos_sin[i0 + 1]));
+    out[b] = std::fma(x0, cos_sin[i0 + 1], x1 * cos_sin[i0]);
+  }
+}
+
 void swiglu_row(const float* g, const float* u, float* out, int64_t n) {
   const int64_t simd_end = n & ~int64_t{15};
   int64_t j = 0;
