@@ -88,6 +88,32 @@ TEST(Ops, MulMatF32AllThreadCounts) {
   }
 }
 
+// Enough rows for many work chunks, taken by 1, 2 and 3 threads from the shared counter, in graphs of several
+// matrix products (the executor alternates two counters): every output is the exact integer product whichever
+// thread computed it, and each chunk is computed once (a row computed twice or skipped would show).
+TEST(Ops, MulMatChunksCoverEveryRowOnceAllThreadCounts) {
+  constexpr int64_t K = 4, N = 300, M = 3;
+  std::vector<float> wv(K * N), xv(K * M);
+  for (int64_t i = 0; i < K * N; ++i) wv[i] = static_cast<float>(i % 7) - 3;
+  for (int64_t i = 0; i < K * M; ++i) xv[i] = static_cast<float>(i % 5) - 2;
+  std::vector<float> want(N * M);
+  for (int64_t t = 0; t < M; ++t)
+    for (int64_t r = 0; r < N; ++r) {
+      float sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += wv[r * K + k] * xv[t * K + k];
+      want[t * N + r] = sum;
+    }
+  for (int threads : {1, 2, 3}) {
+    OpHarness h;
+    Tensor* w = h.leaf("w", {K, N}, wv);
+    Tensor* x = h.leaf("x", {K, M}, xv);
+    std::vector<Tensor*> ys;
+    for (int i = 0; i < 5; ++i) ys.push_back(h.b.mul_mat(w, x, "y" + std::to_string(i)));
+    h.run({ys.begin(), ys.end()}, threads);
+    for (Tensor* y : ys) EXPECT_EQ(values(y), want) << y->name << ", " << threads << " threads";
+  }
+}
+
 TEST(Ops, RopeNormalAndNeox) {
   for (bool neox : {false, true}) {
     OpHarness h;
@@ -165,8 +191,8 @@ TEST(Ops, AllocatorReusesFreedMemory) {
   OpHarness h;
   Tensor* x = h.leaf("x", {16}, std::vector<float>(16, 1.0f));
   Tensor* a = h.b.add(x, x, "a");
-  Tensor* b2 = h.b.add(a, a, "b");  // a dies here
-  Tensor* c = h.b.add(b2, b2, "c"); // may reuse a's bytes
+  Tensor* b2 = h.b.add(a, a, "b");   // a dies here
+  Tensor* c = h.b.add(b2, b2, "c");  // may reuse a's bytes
   AllocPlan plan = plan_activations(h.g, {c});
   bool reused = false;
   for (const AllocEvent& e : plan.events) reused |= e.reuse;

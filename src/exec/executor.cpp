@@ -28,8 +28,11 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #endif
   const bool node_done = observer && observer->wants_node_done();
   const bool node_begin = observer && observer->wants_node_begin();
+  chunk_counters_[0].store(0, std::memory_order_relaxed);
+  chunk_counters_[1].store(0, std::memory_order_relaxed);
   pool_.run([&](int ith) {
     ComputeContext ctx{ith, nth, &pool_, scratch};
+    int64_t executed = 0;  // nodes run so far: the same count on every thread
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
       const Node& n = nodes[i];
       if (op_is_view(n.op)) {
@@ -48,11 +51,16 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
         observer->on_worker_begin(ith, i);
       }
       const uint64_t t0 = observer ? now_ns() : 0;
+      ctx.chunk_counter = &chunk_counters_[executed % 2];
       compute_node(n, ctx);
       if (observer) observer->on_span(ith, i, t0, now_ns());
 #else
+      ctx.chunk_counter = &chunk_counters_[executed % 2];
       compute_node(n, ctx);
 #endif
+      // The other counter's last users finished before this node began: ready it for the next node.
+      if (ith == 0) chunk_counters_[(executed + 1) % 2].store(0, std::memory_order_relaxed);
+      ++executed;
       pool_.barrier();
       if (node_done) {
         if (ith == 0) observer->on_node_done(i, n);

@@ -2,6 +2,7 @@
 // meets the others at a barrier. An observer (the tracer) sees per-thread spans and completed nodes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -38,6 +39,9 @@ class Executor {
 
  private:
   ThreadPool& pool_;
+  // Work-chunk counters shared by the threads of a node (ComputeContext::next_chunk); executed nodes alternate
+  // between the two so that one can be reset while the other is in use.
+  alignas(64) std::atomic<int64_t> chunk_counters_[2] = {};
 };
 
 size_t max_scratch_bytes(const Graph& g);

@@ -23,6 +23,17 @@ Range split(int64_t n, int ith, int nth) {
   return {b, std::min<int64_t>(n, b + per)};
 }
 
+// f(chunk) for this thread's share of chunks 0..n_chunks-1: taken from the node's shared counter when there is
+// one (a slower thread takes fewer), else every nth chunk.
+template <typename F>
+void for_each_chunk(const ComputeContext& ctx, int64_t n_chunks, F f) {
+  if (ctx.chunk_counter == nullptr || ctx.nth == 1) {
+    for (int64_t c = ctx.ith; c < n_chunks; c += ctx.nth) f(c);
+    return;
+  }
+  for (int64_t c = ctx.next_chunk(); c < n_chunks; c = ctx.next_chunk()) f(c);
+}
+
 const float* row_f32(const Tensor& t, int64_t r) { return t.as<const float>() + r * t.ne[0]; }
 float* row_f32_mut(const Tensor& t, int64_t r) { return t.as<float>() + r * t.ne[0]; }
 
@@ -97,32 +108,38 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
     y = ctx.scratch;
   }
   const uint64_t w_row = w.row_size();
-  Range rows = split(N, ctx.ith, ctx.nth);
   // Weights llama.cpp multiplies with other kernels than vec_dot get the same kernel per token (see BatchedKernels).
   const BatchedKernels* batched = find_batched(w.type, K, N);
   auto dot_for = [&](int64_t t) -> VecDotFn { return batched == nullptr ? k->vec_dot : batched->for_token(t, M); };
   float* dst = out.as<float>();
-  if (M == 1) {
-    dot_tile(dot_for(0), K, rows.end - rows.begin, 1, w.data + rows.begin * w_row, w_row, y, y_row, dst + rows.begin,
-             N);
-    return;
-  }
-  // Tiles of weight rows x tokens: the tile's weight rows stay in cache while every token of the tile uses them.
-  // Within a tile, runs of tokens that use the same kernel go to it together.
+  // Output rows in chunks (multiples of the 16-row tile, about 4 per thread) taken from a shared counter: a
+  // thread the machine slows down takes fewer instead of holding the others at the barrier. Every output is
+  // computed the same way whichever thread takes it.
   constexpr int64_t kRowTile = 16, kTokTile = 64;
-  for (int64_t t0 = 0; t0 < M; t0 += kTokTile) {
-    const int64_t t1 = std::min(M, t0 + kTokTile);
-    for (int64_t r0 = rows.begin; r0 < rows.end; r0 += kRowTile) {
-      const int64_t r1 = std::min(rows.end, r0 + kRowTile);
-      for (int64_t t = t0; t < t1;) {
-        const VecDotFn dot = dot_for(t);
-        int64_t run_end = t + 1;
-        while (run_end < t1 && dot_for(run_end) == dot) ++run_end;
-        dot_tile(dot, K, r1 - r0, run_end - t, w.data + r0 * w_row, w_row, y + t * y_row, y_row, dst + t * N + r0, N);
-        t = run_end;
+  const int64_t chunk_rows = std::max<int64_t>(kRowTile, (N / (4 * ctx.nth)) / kRowTile * kRowTile);
+  for_each_chunk(ctx, (N + chunk_rows - 1) / chunk_rows, [&](int64_t chunk) {
+    const int64_t rows_begin = chunk * chunk_rows, rows_end = std::min(N, rows_begin + chunk_rows);
+    if (M == 1) {
+      dot_tile(dot_for(0), K, rows_end - rows_begin, 1, w.data + rows_begin * w_row, w_row, y, y_row, dst + rows_begin,
+               N);
+      return;
+    }
+    // Tiles of weight rows x tokens: the tile's weight rows stay in cache while every token of the tile uses them.
+    // Within a tile, runs of tokens that use the same kernel go to it together.
+    for (int64_t t0 = 0; t0 < M; t0 += kTokTile) {
+      const int64_t t1 = std::min(M, t0 + kTokTile);
+      for (int64_t r0 = rows_begin; r0 < rows_end; r0 += kRowTile) {
+        const int64_t r1 = std::min(rows_end, r0 + kRowTile);
+        for (int64_t t = t0; t < t1;) {
+          const VecDotFn dot = dot_for(t);
+          int64_t run_end = t + 1;
+          while (run_end < t1 && dot_for(run_end) == dot) ++run_end;
+          dot_tile(dot, K, r1 - r0, run_end - t, w.data + r0 * w_row, w_row, y + t * y_row, y_row, dst + t * N + r0, N);
+          t = run_end;
+        }
       }
     }
-  }
+  });
 }
 
 // Rotary embedding on x = [head_dim, n_heads, n_tokens], computed as ggml does (theta advanced by repeated
@@ -224,9 +241,9 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   const uint16_t* qs[kAttendMaxQueries];
   float* outs[kAttendMaxQueries];
   int64_t n_pos[kAttendMaxQueries];
-  // Units in turn across threads: neighbouring units cost about the same, so each thread gets an equal share of a
-  // causal prompt's work (contiguous ranges would give the last thread the longest rows).
-  for (int64_t unit = ctx.ith; unit < n_units; unit += ctx.nth) {
+  // Units are taken one at a time (neighbouring units cost about the same): each thread gets an equal share of a
+  // causal prompt's work, where contiguous ranges would give the last thread the longest rows.
+  for_each_chunk(ctx, n_units, [&](int64_t unit) {
     const int64_t chunk = unit % chunks, kv_head = unit / chunks % n_kv_heads, block = unit / chunks / n_kv_heads;
     const int64_t h0 = kv_head * group + chunk * heads_per_unit,
                   h1 = std::min(h0 + heads_per_unit, (kv_head + 1) * group);
@@ -243,7 +260,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
     }
     attend_f16(nq, qs, n_pos, kc.data + kv_head * head_bytes, vc.data + kv_head * head_bytes, stride, head_dim,
                n.params.scale, acc16.data(), outs);
-  }
+  });
 }
 
 // ggml_vec_swiglu_f32 (see swiglu_row in quant.h).
@@ -266,6 +283,8 @@ void swiglu(const Node& n, const ComputeContext& ctx) {
 void ComputeContext::barrier() const {
   if (pool && nth > 1) pool->barrier();
 }
+
+int64_t ComputeContext::next_chunk() const { return chunk_counter->fetch_add(1, std::memory_order_relaxed); }
 
 size_t scratch_bytes(const Node& node) {
   if (node.op != OpKind::MUL_MAT) return 0;

@@ -2,6 +2,7 @@
 // index ith of nth; each kernel does its share and may synchronise with ctx.barrier().
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -16,7 +17,11 @@ struct ComputeContext {
   int nth = 1;
   ThreadPool* pool = nullptr;  // for barrier(); null when single-threaded
   uint8_t* scratch = nullptr;  // shared work memory, at least scratch_bytes(node)
+  // Shared by the node's threads, zero when the node starts: next_chunk() hands out 0, 1, 2, ... across threads,
+  // so a thread slowed down (by the machine or its share) takes fewer chunks. Null: chunks split evenly.
+  std::atomic<int64_t>* chunk_counter = nullptr;
   void barrier() const;
+  int64_t next_chunk() const;
 };
 
 // Work memory a node needs (e.g. its activations converted to the weight's vec_dot_type).
