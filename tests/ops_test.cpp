@@ -11,6 +11,7 @@
 #include "exec/thread_pool.h"
 #include "graph/builder.h"
 #include "graph/kernels.h"
+#include "quant/quant.h"
 
 namespace tt {
 namespace {
@@ -111,6 +112,57 @@ TEST(Ops, MulMatChunksCoverEveryRowOnceAllThreadCounts) {
     for (int i = 0; i < 5; ++i) ys.push_back(h.b.mul_mat(w, x, "y" + std::to_string(i)));
     h.run({ys.begin(), ys.end()}, threads);
     for (Tensor* y : ys) EXPECT_EQ(values(y), want) << y->name << ", " << threads << " threads";
+  }
+}
+
+// Products of one input with Q8_0 weights share its conversion (the second finds it in scratch); a product of
+// another input in between converts its own, and the next product of the first input converts again. Every
+// result equals the same product computed alone.
+TEST(Ops, MulMatReusesConvertedInputOnlyWhenItIsThere) {
+  constexpr int64_t K = 64, N = 32, M = 3;
+  const QuantKernels* q8 = find_kernels(GgmlType::Q8_0);
+  ASSERT_NE(q8, nullptr);
+  std::vector<uint8_t> wq(row_bytes(GgmlType::Q8_0, K) * N);
+  std::vector<float> wf(K * N), x1(K * M), x2(K * M);
+  for (int64_t i = 0; i < K * N; ++i) wf[i] = static_cast<float>((i * 37) % 23) / 8 - 1.4f;
+  for (int64_t i = 0; i < K * M; ++i) x1[i] = static_cast<float>((i * 11) % 17) / 4 - 2, x2[i] = -x1[i] / 3;
+  for (int64_t r = 0; r < N; ++r) q8->quantize_row(&wf[r * K], wq.data() + r * row_bytes(GgmlType::Q8_0, K), K);
+  auto weights = [&](OpHarness& h) {
+    Tensor* w = h.g.new_tensor("w", GgmlType::Q8_0, {K, N}, -1, Pool::INPUT);
+    w->data = wq.data();
+    w->buffer_id = 99;
+    h.g.buffers.push_back({99, Pool::INPUT, "w", w->data, wq.size()});
+    return w;
+  };
+  auto alone = [&](const std::vector<float>& x) {
+    OpHarness h;
+    Tensor* y = h.b.mul_mat(weights(h), h.leaf("x", {K, M}, x), "y");
+    h.run({y});
+    return values(y);
+  };
+  const std::vector<float> alone1 = alone(x1), alone2 = alone(x2);
+  ASSERT_NE(alone1, alone2);
+  for (int threads : {1, 2}) {
+    OpHarness h;  // the same input tensor twice, then another, then the first again
+    Tensor* w = weights(h);
+    Tensor* a = h.leaf("a", {K, M}, x1);
+    Tensor* b = h.leaf("b", {K, M}, x2);
+    Tensor* ya = h.b.mul_mat(w, a, "ya");
+    Tensor* ya2 = h.b.mul_mat(w, a, "ya2");
+    Tensor* yb = h.b.mul_mat(w, b, "yb");
+    Tensor* ya3 = h.b.mul_mat(w, a, "ya3");
+    auto node_of = [&](const Tensor* t) -> const Node& {
+      for (const Node& n : h.g.nodes())
+        if (n.out == t) return n;
+      throw std::runtime_error("no node");
+    };
+    EXPECT_TRUE(shares_converted_input(node_of(ya), node_of(ya2)));
+    EXPECT_FALSE(shares_converted_input(node_of(ya2), node_of(yb)));
+    h.run({ya, ya2, yb, ya3}, threads);
+    EXPECT_EQ(values(ya), alone1) << threads << " threads";
+    EXPECT_EQ(values(ya2), alone1) << threads << " threads";
+    EXPECT_EQ(values(yb), alone2) << threads << " threads";
+    EXPECT_EQ(values(ya3), alone1) << threads << " threads";
   }
 }
 

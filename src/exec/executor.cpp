@@ -32,7 +32,8 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
   chunk_counters_[1].store(0, std::memory_order_relaxed);
   pool_.run([&](int ith) {
     ComputeContext ctx{ith, nth, &pool_, scratch};
-    int64_t executed = 0;  // nodes run so far: the same count on every thread
+    int64_t executed = 0;                // nodes run so far: the same count on every thread
+    const Node* scratch_user = nullptr;  // the last node that wrote scratch
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
       const Node& n = nodes[i];
       if (op_is_view(n.op)) {
@@ -44,6 +45,8 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #endif
         continue;
       }
+      ctx.chunk_counter = &chunk_counters_[executed % 2];
+      ctx.input_converted = scratch_user && shares_converted_input(*scratch_user, n);
 #if TT_TRACE_HOOKS
       if (node_begin) {
         if (ith == 0) observer->on_node_begin(i, n);
@@ -51,13 +54,12 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
         observer->on_worker_begin(ith, i);
       }
       const uint64_t t0 = observer ? now_ns() : 0;
-      ctx.chunk_counter = &chunk_counters_[executed % 2];
       compute_node(n, ctx);
       if (observer) observer->on_span(ith, i, t0, now_ns());
 #else
-      ctx.chunk_counter = &chunk_counters_[executed % 2];
       compute_node(n, ctx);
 #endif
+      if (scratch_bytes(n) > 0) scratch_user = &n;
       // The other counter's last users finished before this node began: ready it for the next node.
       if (ith == 0) chunk_counters_[(executed + 1) % 2].store(0, std::memory_order_relaxed);
       ++executed;

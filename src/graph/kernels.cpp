@@ -101,10 +101,12 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   uint64_t y_row = x.row_size();
   if (k->vec_dot_type != GgmlType::F32) {
     y_row = converted_row_bytes(n);
-    Range r = split(M, ctx.ith, ctx.nth);
-    for (int64_t t = r.begin; t < r.end; ++t)
-      quantize_activations(k->vec_dot_type, row_f32(x, t), ctx.scratch + t * y_row, K);
-    ctx.barrier();
+    if (!ctx.input_converted) {  // else the previous product left this very conversion in scratch
+      Range r = split(M, ctx.ith, ctx.nth);
+      for (int64_t t = r.begin; t < r.end; ++t)
+        quantize_activations(k->vec_dot_type, row_f32(x, t), ctx.scratch + t * y_row, K);
+      ctx.barrier();
+    }
     y = ctx.scratch;
   }
   const uint64_t w_row = w.row_size();
@@ -289,6 +291,13 @@ int64_t ComputeContext::next_chunk() const { return chunk_counter->fetch_add(1, 
 size_t scratch_bytes(const Node& node) {
   if (node.op != OpKind::MUL_MAT) return 0;
   return converted_row_bytes(node) * node.src[1]->n_rows();
+}
+
+bool shares_converted_input(const Node& previous, const Node& node) {
+  if (previous.op != OpKind::MUL_MAT || node.op != OpKind::MUL_MAT || previous.src[1] != node.src[1]) return false;
+  const QuantKernels* a = find_kernels(previous.src[0]->type);
+  const QuantKernels* b = find_kernels(node.src[0]->type);
+  return a && b && a->vec_dot_type == b->vec_dot_type && a->vec_dot_type != GgmlType::F32;
 }
 
 void compute_node(const Node& n, const ComputeContext& ctx) {

@@ -20,12 +20,19 @@ struct ComputeContext {
   // Shared by the node's threads, zero when the node starts: next_chunk() hands out 0, 1, 2, ... across threads,
   // so a thread slowed down (by the machine or its share) takes fewer chunks. Null: chunks split evenly.
   std::atomic<int64_t>* chunk_counter = nullptr;
+  // MUL_MAT: scratch already holds this node's activations in its vec_dot_type, converted by the previous scratch
+  // user (see shares_converted_input), as for the Q, K and V products of one input.
+  bool input_converted = false;
   void barrier() const;
   int64_t next_chunk() const;
 };
 
 // Work memory a node needs (e.g. its activations converted to the weight's vec_dot_type).
 size_t scratch_bytes(const Node& node);
+
+// Whether `node`, run right after `previous` as the next user of scratch, finds its converted activations there:
+// both are products of the same input tensor whose weights take the same activation type.
+bool shares_converted_input(const Node& previous, const Node& node);
 
 void compute_node(const Node& node, const ComputeContext& ctx);
 
