@@ -29,9 +29,12 @@ static std::vector<float> read_f32(const std::filesystem::path& p) {
   return v;
 }
 
-std::vector<GreedyCase> load_greedy_cases(const std::string& model) {
-  std::filesystem::path dir = std::filesystem::path(shared_path("reference/greedy")) / model;
-  std::ifstream f(dir / "greedy.json");
+static std::filesystem::path replacement_dir() { return repo_path("tests/data/llamacpp"); }
+
+std::vector<GreedyCase> load_greedy_file(const std::string& path) {
+  const std::filesystem::path file(path), dir = file.parent_path();
+  std::ifstream f(file);
+  if (!f) throw std::runtime_error("cannot read " + path);
   nlohmann::json j = nlohmann::json::parse(f);
   std::vector<GreedyCase> cases;
   for (const auto& r : j) {
@@ -48,9 +51,33 @@ std::vector<GreedyCase> load_greedy_cases(const std::string& model) {
       for (const auto& e : step) s.emplace_back(e[0].get<int32_t>(), e[1].get<float>());
       c.top5.push_back(std::move(s));
     }
+    c.source = path;
     cases.push_back(std::move(c));
   }
   return cases;
+}
+
+std::vector<GreedyCase> load_greedy_cases(const std::string& model) {
+  std::vector<GreedyCase> cases = load_greedy_file(shared_path("reference/greedy/" + model + "/greedy.json"));
+  const std::filesystem::path replacements = replacement_dir() / model / "greedy.json";
+  if (!std::filesystem::exists(replacements)) return cases;
+  for (GreedyCase& r : load_greedy_file(replacements.string())) {
+    auto it = std::find_if(cases.begin(), cases.end(), [&](const GreedyCase& c) { return c.index == r.index; });
+    if (it == cases.end()) throw std::runtime_error(replacements.string() + ": no shared record to replace");
+    if (it->prompt_tokens != r.prompt_tokens)
+      throw std::runtime_error(replacements.string() + ": prompt tokens differ from the shared record's");
+    *it = std::move(r);
+  }
+  return cases;
+}
+
+std::vector<std::string> replaced_greedy_models() {
+  std::vector<std::string> out;
+  if (!std::filesystem::exists(replacement_dir())) return out;
+  for (const auto& e : std::filesystem::directory_iterator(replacement_dir()))
+    if (std::filesystem::exists(e.path() / "greedy.json")) out.push_back(e.path().filename());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace tt::test

@@ -16,10 +16,18 @@ struct GreedyCase {
   std::vector<float> first_logits;
   // top5[step] = 5 (id, logit) pairs, best first
   std::vector<std::vector<std::pair<int32_t, float>>> top5;
+  std::string source;  // the greedy.json the record came from
 };
 
 // Model names (file stems) that have greedy references; empty when shared/ is absent.
 std::vector<std::string> greedy_models();
+// The records of shared/reference/greedy/MODEL, where tests/data/llamacpp/MODEL has a record of the same index
+// replaced by that one: llama.cpp's output recorded here by scripts/llamacpp-oracle for a shared record that
+// llama.cpp itself does not reproduce (docs/engine.md, "Agreement with llama.cpp").
 std::vector<GreedyCase> load_greedy_cases(const std::string& model);
+// The records of one greedy.json file as they are, without replacements.
+std::vector<GreedyCase> load_greedy_file(const std::string& path);
+// Models with replacement records in tests/data/llamacpp.
+std::vector<std::string> replaced_greedy_models();
 
 }  // namespace tt::test
