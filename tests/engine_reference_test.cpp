@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "model/engine.h"
 #include "model/generate.h"
@@ -48,8 +48,9 @@ TEST_P(EngineReference, MatchesLlamaCpp) {
       max_diff = std::max(max_diff, d);
     }
     worst_first = std::max(worst_first, max_diff);
-    EXPECT_LE(max_diff, kLogitTolerance) << "first-step logits: first id over kLogitTolerance " << first_bad << ": ours "
-                                         << logits[first_bad] << " reference " << c.first_logits[first_bad];
+    EXPECT_LE(max_diff, kLogitTolerance) << "first-step logits: first id over kLogitTolerance " << first_bad
+                                         << ": ours " << logits[first_bad] << " reference "
+                                         << c.first_logits[first_bad];
 
     // 2. Teacher forcing over the reference's generated tokens.
     bool tie_seen = false;
@@ -64,8 +65,7 @@ TEST_P(EngineReference, MatchesLlamaCpp) {
       }
       const float gap = top[0].second - top[1].second;
       if (gap >= kTieGap) {
-        ASSERT_EQ(argmax(logits), top[0].first)
-            << "step " << step << ": argmax differs (reference gap " << gap << ")";
+        ASSERT_EQ(argmax(logits), top[0].first) << "step " << step << ": argmax differs (reference gap " << gap << ")";
       }
       // 3. Until the first near-tie, our greedy choice is the reference's token.
       if (gap < kTieGap) tie_seen = true;

@@ -1,11 +1,13 @@
 // The engine without ../shared: the bundled model against llama.cpp's tokens, load-time validation with clear
 // errors, context overflow, sampling reproducibility, thread-count invariance, qwen2 and tied outputs.
+#include "model/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include "core/error.h"
-#include "model/engine.h"
 #include "model/generate.h"
 #include "support/paths.h"
 #include "support/tiny_model.h"
@@ -39,7 +41,8 @@ TEST(Engine, BundledStoriesMatchesLlamaCppGreedy) {
     GenerateResult r = greedy(engine, kStoriesPrompt, 64);
     ASSERT_EQ(r.tokens.size(), kStoriesGreedy.size());
     for (size_t i = 0; i < r.tokens.size(); ++i)
-      ASSERT_EQ(r.tokens[i], kStoriesGreedy[i]) << "first difference at step " << i << " with " << threads << " threads";
+      ASSERT_EQ(r.tokens[i], kStoriesGreedy[i])
+          << "first difference at step " << i << " with " << threads << " threads";
     EXPECT_EQ(r.text.substr(0, 30), ", there was a little girl name");
   }
 }
@@ -55,8 +58,8 @@ TEST(Engine, BundledTinyLlamaRuns) {
 class TinyModelFile {
  public:
   explicit TinyModelFile(const test::TinyModelSpec& spec) {
-    path_ = (fs::temp_directory_path() / ("tt-tiny-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++) +
-                                          ".gguf"))
+    path_ = (fs::temp_directory_path() /
+             ("tt-tiny-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++) + ".gguf"))
                 .string();
     test::write_tiny_model(spec, path_);
   }
@@ -204,6 +207,93 @@ TEST(Engine, F32AndF16CachesAgree) {
   for (size_t i = 0; i < first.size(); ++i) max_diff = std::max(max_diff, std::fabs(first[i] - lb[i]));
   EXPECT_LT(max_diff, 0.05f);
   EXPECT_GT(a.kv_cache_bytes() * 2, b.kv_cache_bytes() - 1);
+}
+
+// Everything about a node that execution and tracing read: op, names, shapes, placement, parameters, byte ranges.
+std::vector<std::string> describe(const Graph& g) {
+  std::vector<std::string> out;
+  auto tensor = [&](std::ostringstream& o, const Tensor& t) {
+    // Runtime data as an offset in its buffer (two engines have two arenas); weights at their mapped address.
+    const uint8_t* base = t.buffer_id >= 0 ? g.buffer(t.buffer_id).data : nullptr;
+    o << t.name << " " << type_name(t.type) << " [" << t.ne[0] << "," << t.ne[1] << "," << t.ne[2] << "," << t.ne[3]
+      << "] pool " << static_cast<int>(t.pool) << " buf " << t.buffer_id << " @"
+      << (base ? std::to_string(t.data - base) : std::to_string(reinterpret_cast<uintptr_t>(t.data))) << "+" << t.offset
+      << "/" << t.view_offset << "; ";
+  };
+  auto range = [](std::ostringstream& o, const ByteRange& r) {
+    o << "{" << r.input << " " << static_cast<int>(r.pool) << " " << r.buffer_id << " " << r.offset << "+" << r.length
+      << " pos " << r.pos_begin << ".." << r.pos_end << "} ";
+  };
+  for (const Node& n : g.nodes()) {
+    std::ostringstream o;
+    o << op_name(n.op) << " layer " << n.layer << " out ";
+    tensor(o, *n.out);
+    for (const Tensor* s : n.src) tensor(o, *s);
+    o << "eps " << n.params.eps << " pos0 " << n.params.pos0 << " n_kv " << n.params.n_kv << " scale " << n.params.scale
+      << " rope " << n.params.rope.n_dims << (n.params.rope.neox ? " neox" : "") << " rows";
+    for (int32_t r : n.params.rows) o << " " << r;
+    o << " reads ";
+    for (const ByteRange& r : n.reads) range(o, r);
+    o << "write ";
+    range(o, n.write);
+    out.push_back(o.str());
+  }
+  return out;
+}
+
+void expect_same_graph(const Graph& patched, const Graph& built) {
+  const std::vector<std::string> a = describe(patched), b = describe(built);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "first differing node: " << i;
+}
+
+// A step of the previous step's token count patches the previous graph (positions, token ids, attended lengths)
+// instead of building a new one: the patched graph must be exactly what a fresh build gives, for single-token
+// generation steps and for batches, with and without Q/K/V biases and NeoX RoPE.
+TEST(Engine, UpdatedStepGraphEqualsFreshBuild) {
+  test::TinyModelSpec qwen;
+  qwen.arch = "qwen2";
+  TinyModelFile qwen_file(qwen);
+  for (const std::string& path : {test::repo_path("models/stories260K.gguf"), qwen_file.path()}) {
+    SCOPED_TRACE(path);
+    auto model = load_model(path);
+    // One token after a prompt: `patched` updates the graph of its previous single-token step, `built` builds one.
+    Engine patched(*model, {64, 2, GgmlType::F16}), built(*model, {64, 2, GgmlType::F16});
+    patched.eval(std::vector<int32_t>{1, 5, 9, 14, 20});
+    patched.eval(std::vector<int32_t>{30});
+    const uint64_t structure = patched.last_step().graph.structure_id;
+    patched.eval(std::vector<int32_t>{41});
+    EXPECT_EQ(patched.last_step().graph.structure_id, structure) << "the single-token graph was not reused";
+    built.eval(std::vector<int32_t>{1, 5, 9, 14, 20, 30});
+    built.eval(std::vector<int32_t>{41});
+    expect_same_graph(patched.last_step().graph, built.last_step().graph);
+
+    // A batch of the previous batch's size at later positions.
+    Engine patched_batch(*model, {64, 2, GgmlType::F16}), built_batch(*model, {64, 2, GgmlType::F16});
+    patched_batch.eval(std::vector<int32_t>{1, 5, 9});
+    patched_batch.eval(std::vector<int32_t>{7, 8, 2});
+    built_batch.eval(std::vector<int32_t>{1, 5});
+    built_batch.eval(std::vector<int32_t>{9});
+    built_batch.eval(std::vector<int32_t>{7, 8, 2});
+    expect_same_graph(patched_batch.last_step().graph, built_batch.last_step().graph);
+  }
+}
+
+// The patch path checks the context and the vocabulary like a fresh build, before touching the graph.
+TEST(Engine, UpdatedStepGraphChecksContextAndTokens) {
+  auto model = load_model(test::repo_path("models/stories260K.gguf"));
+  Engine engine(*model, {7, 1, GgmlType::F16});
+  engine.eval(std::vector<int32_t>{1, 5, 9, 14, 20});
+  engine.eval(std::vector<int32_t>{30});
+  EXPECT_THROW(engine.eval(std::vector<int32_t>{model->config.n_vocab}), Error);
+  engine.eval(std::vector<int32_t>{31});
+  try {
+    engine.eval(std::vector<int32_t>{32});
+    FAIL() << "expected a context overflow";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("context overflow"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(engine.n_past(), 7);
 }
 
 }  // namespace

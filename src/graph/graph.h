@@ -34,7 +34,7 @@ bool op_is_view(OpKind op);
 
 // Bytes an op reads from one input, attributed to where they live.
 struct ByteRange {
-  int input = 0;        // index into Node::src
+  int input = 0;  // index into Node::src
   Pool pool = Pool::MODEL_FILE;
   int buffer_id = -1;
   uint64_t offset = 0;  // MODEL_FILE: absolute file offset; otherwise offset in the buffer
@@ -43,20 +43,20 @@ struct ByteRange {
 };
 
 struct RopeParams {
-  int n_dims = 0;        // rotated dimensions per head
-  bool neox = false;     // NeoX mode rotates (i, i + n_dims/2); normal mode rotates (2i, 2i+1)
+  int n_dims = 0;     // rotated dimensions per head
+  bool neox = false;  // NeoX mode rotates (i, i + n_dims/2); normal mode rotates (2i, 2i+1)
   float base = 10000.0f;
   float freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // optional per-pair divisors (rope_freqs.weight), n_dims/2 values
 };
 
 struct OpParams {
-  float eps = 0.0f;            // RMS_NORM
-  RopeParams rope;             // ROPE
-  int32_t pos0 = 0;            // ROPE, SET_ROWS, FLASH_ATTN_EXT: position of the first token of the step
-  int32_t n_kv = 0;            // FLASH_ATTN_EXT: positions [0, n_kv) of the cache are attended (causal within)
-  float scale = 1.0f;          // FLASH_ATTN_EXT
-  std::vector<int32_t> rows;   // GET_ROWS: row ids (known when the graph is built)
+  float eps = 0.0f;           // RMS_NORM
+  RopeParams rope;            // ROPE
+  int32_t pos0 = 0;           // ROPE, SET_ROWS, FLASH_ATTN_EXT: position of the first token of the step
+  int32_t n_kv = 0;           // FLASH_ATTN_EXT: positions [0, n_kv) of the cache are attended (causal within)
+  float scale = 1.0f;         // FLASH_ATTN_EXT
+  std::vector<int32_t> rows;  // GET_ROWS: row ids (known when the graph is built)
 };
 
 struct Node {
@@ -95,6 +95,9 @@ class Graph {
 
   // Runtime buffers the graph refers to (KV layers, inputs, the activation arena), by id.
   std::vector<BufferInfo> buffers;
+  // Set by whoever builds the graph, new for every build: a graph seen again with the same id has the same
+  // nodes, names and shapes, apart from positions and attended cache lengths (which it may have been updated to).
+  uint64_t structure_id = 0;
   const BufferInfo& buffer(int id) const;
 
  private:

@@ -15,20 +15,24 @@ Engine::Engine(const Model& model, EngineOptions options)
 }
 
 std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserver* observer) {
-  const size_t previous_nodes = step_ ? step_->graph.nodes().size() : 0;
-  step_ = std::make_unique<StepGraph>();
-  step_->graph.reserve_nodes(previous_nodes);
-  build_step_graph(*step_, model_, state_, tokens);
-  Graph& g = step_->graph;
+  // A step of the previous step's token count (every generation step) only moves positions: patch that graph.
+  if (!step_ || !update_step_graph(*step_, model_, state_, tokens)) {
+    const size_t previous_nodes = step_ ? step_->graph.nodes().size() : 0;
+    step_ = std::make_unique<StepGraph>();
+    step_->graph.reserve_nodes(previous_nodes);
+    build_step_graph(*step_, model_, state_, tokens);
+    step_->graph.structure_id = ++graphs_built_;
 
-  plan_ = plan_activations(g, {step_->logits, step_->hidden});
-  state_.arena.reserve(plan_.arena_bytes);
-  state_.scratch.reserve(max_scratch_bytes(g));
-  for (BufferInfo& b : g.buffers) {
-    if (b.id == kArenaBuffer) b.data = state_.arena.data(), b.size = state_.arena.size();
-    if (b.id == kScratchBuffer) b.data = state_.scratch.data(), b.size = state_.scratch.size();
+    plan_ = plan_activations(step_->graph, {step_->logits, step_->hidden});
+    state_.arena.reserve(plan_.arena_bytes);
+    state_.scratch.reserve(max_scratch_bytes(step_->graph));
+    for (BufferInfo& b : step_->graph.buffers) {
+      if (b.id == kArenaBuffer) b.data = state_.arena.data(), b.size = state_.arena.size();
+      if (b.id == kScratchBuffer) b.data = state_.scratch.data(), b.size = state_.scratch.size();
+    }
+    bind_activation_data(step_->graph, state_.arena.data(), kArenaBuffer);
   }
-  bind_activation_data(g, state_.arena.data(), kArenaBuffer);
+  Graph& g = step_->graph;
   resolve_ranges(g, model_.file->file_size());
 
   if (observer) observer->on_graph_ready(g, plan_);

@@ -56,6 +56,7 @@ class Engine {
   Executor executor_;
   std::unique_ptr<StepGraph> step_;
   AllocPlan plan_;
+  uint64_t graphs_built_ = 0;
 };
 
 }  // namespace tt

@@ -23,25 +23,38 @@ void init_run_state(RunState& s, const ModelConfig& c, int32_t n_ctx, GgmlType k
   s.n_past = 0;
 }
 
-void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<const int32_t> tokens) {
-  const ModelConfig& c = m.config;
-  const ModelWeights& w = m.weights;
+namespace {
+
+// Checks a step of `tokens` at s.n_past against the context and the vocabulary, and writes the input buffer:
+// token ids, positions, then the row whose logits are output. Returns the number of attended cache positions.
+int32_t prepare_inputs(const ModelConfig& c, RunState& s, std::span<const int32_t> tokens) {
   const int64_t n_tokens = static_cast<int64_t>(tokens.size());
   const int32_t pos0 = s.n_past;
   const int32_t n_kv = pos0 + static_cast<int32_t>(n_tokens);  // cache positions attended after this step
   if (n_tokens == 0) fail("a step needs at least one token");
   if (n_kv > s.n_ctx)
-    fail("context overflow: {} tokens at position {} need {} positions but the context holds {} (raise -c)",
-         n_tokens, pos0, n_kv, s.n_ctx);
+    fail("context overflow: {} tokens at position {} need {} positions but the context holds {} (raise -c)", n_tokens,
+         pos0, n_kv, s.n_ctx);
   for (int32_t t : tokens)
     if (t < 0 || t >= c.n_vocab) fail("token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
-
-  Graph& g = out.graph;
-  // Inputs: token ids then positions.
   s.inputs.reserve((2 * n_tokens + 1) * sizeof(int32_t));
   auto* ids = reinterpret_cast<int32_t*>(s.inputs.data());
   for (int64_t t = 0; t < n_tokens; ++t) ids[t] = tokens[t], ids[n_tokens + t] = pos0 + static_cast<int32_t>(t);
-  ids[2 * n_tokens] = static_cast<int32_t>(n_tokens - 1);  // the row whose logits are output
+  ids[2 * n_tokens] = static_cast<int32_t>(n_tokens - 1);
+  return n_kv;
+}
+
+}  // namespace
+
+void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<const int32_t> tokens) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  const int64_t n_tokens = static_cast<int64_t>(tokens.size());
+  const int32_t pos0 = s.n_past;
+  const int32_t n_kv = prepare_inputs(c, s, tokens);
+
+  Graph& g = out.graph;
+  out.n_tokens = n_tokens;
   g.buffers.push_back({kInputBuffer, Pool::INPUT, "inputs", s.inputs.data(), s.inputs.size()});
   g.buffers.push_back({kArenaBuffer, Pool::ACTIVATION, "activations", nullptr, 0});
   g.buffers.push_back({kScratchBuffer, Pool::SCRATCH, "scratch", nullptr, 0});
@@ -62,6 +75,7 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
   GraphBuilder b(g);
   const int64_t E = c.n_embd, H = c.n_head, HKV = c.n_head_kv, D = c.head_dim;
   const Tensor* inp_tokens = b.input("inp_tokens", GgmlType::I32, {n_tokens}, kInputBuffer, s.inputs.data(), 0);
+  out.inp_tokens = inp_tokens;
   const Tensor* inp_pos =
       b.input("inp_pos", GgmlType::I32, {n_tokens}, kInputBuffer, s.inputs.data(), n_tokens * sizeof(int32_t));
   const RopeParams rope{c.n_rot, c.rope_neox, c.rope_base, c.rope_freq_scale,
@@ -96,10 +110,11 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
     // softmax(Q K^T / sqrt(d) + causal mask) V over every cached position, per head (KV heads shared by groups).
     const Tensor* qp = b.permute(b.view(q, {D, H, n_tokens}, b.name("Qcur") + " (view)"), {D, n_tokens, H},
                                  b.name("Qcur") + " (view) (permuted)");
-    const Tensor* kp = b.permute(b.view(k_cache[il], {D, HKV, n_kv}, kc + " (view)"), {D, n_kv, HKV},
-                                 kc + " (view) (permuted)");
-    const Tensor* vp = b.permute(b.view(v_cache[il], {D, HKV, n_kv}, vc + " (view)"), {D, n_kv, HKV},
-                                 vc + " (view) (permuted)");
+    Tensor* kv = b.view(k_cache[il], {D, HKV, n_kv}, kc + " (view)");
+    Tensor* kp = b.permute(kv, {D, n_kv, HKV}, kc + " (view) (permuted)");
+    Tensor* vv = b.view(v_cache[il], {D, HKV, n_kv}, vc + " (view)");
+    Tensor* vp = b.permute(vv, {D, n_kv, HKV}, vc + " (view) (permuted)");
+    out.attended_views.insert(out.attended_views.end(), {{kv, 2}, {kp, 1}, {vv, 2}, {vp, 1}});
     Tensor* attn = b.flash_attn(qp, kp, vp, pos0, n_kv, kq_scale, b.name("fattn"));
     cur = b.mul_mat(l.wo, b.reshape(attn, {E, n_tokens}, b.name("kqv_out")), b.name("attn_out"));
 
@@ -126,6 +141,31 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
   Tensor* hidden = b.mul(b.rms_norm(x, c.rms_eps, "norm"), w.output_norm, "result_norm");
   out.hidden = hidden;
   out.logits = b.mul_mat(w.output, hidden, "result_output");
+}
+
+bool update_step_graph(StepGraph& step, const Model& m, RunState& s, std::span<const int32_t> tokens) {
+  if (static_cast<int64_t>(tokens.size()) != step.n_tokens) return false;
+  const int32_t pos0 = s.n_past;
+  const int32_t n_kv = prepare_inputs(m.config, s, tokens);
+  for (Node& n : step.graph.nodes()) {
+    switch (n.op) {
+      case OpKind::GET_ROWS:
+        if (n.src[1] == step.inp_tokens) n.params.rows.assign(tokens.begin(), tokens.end());
+        break;
+      case OpKind::ROPE:
+      case OpKind::SET_ROWS:
+        n.params.pos0 = pos0;
+        break;
+      case OpKind::FLASH_ATTN_EXT:
+        n.params.pos0 = pos0;
+        n.params.n_kv = n_kv;
+        break;
+      default:
+        break;
+    }
+  }
+  for (const StepGraph::AttendedView& a : step.attended_views) a.view->ne[a.dim] = n_kv;
+  return true;
 }
 
 }  // namespace tt

@@ -21,10 +21,10 @@ struct RunState {
   int32_t n_ctx = 0;
   GgmlType kv_type = GgmlType::F16;
   std::vector<std::unique_ptr<AlignedBuffer>> k_cache, v_cache;  // per layer: [n_embd_kv, n_ctx] of kv_type
-  AlignedBuffer inputs;   // token ids, then positions (int32)
-  AlignedBuffer arena;    // activations
-  AlignedBuffer scratch;  // per-op work memory
-  int32_t n_past = 0;     // positions already in the cache
+  AlignedBuffer inputs;                                          // token ids, then positions (int32)
+  AlignedBuffer arena;                                           // activations
+  AlignedBuffer scratch;                                         // per-op work memory
+  int32_t n_past = 0;                                            // positions already in the cache
 };
 
 void init_run_state(RunState& s, const ModelConfig& c, int32_t n_ctx, GgmlType kv_type);
@@ -33,10 +33,25 @@ struct StepGraph {
   Graph graph;
   const Tensor* logits = nullptr;  // [n_vocab] of the last token
   const Tensor* hidden = nullptr;  // result_norm: final normalised hidden state of the last token
+  // What differs between steps of the same token count (update_step_graph): the token ids looked up, the
+  // positions, and the views of the cache that attention reads, whose dimension `dim` is the attended length.
+  int64_t n_tokens = 0;
+  const Tensor* inp_tokens = nullptr;
+  struct AttendedView {
+    Tensor* view;
+    int dim;
+  };
+  std::vector<AttendedView> attended_views;
 };
 
 // Builds the graph that evaluates `tokens` at positions [s.n_past, s.n_past + n), writes the input buffer and
 // describes the runtime buffers. Does not allocate activations (the allocator does).
 void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<const int32_t> tokens);
+
+// Turns `step` (built for the same model and run state) into the graph build_step_graph would build for `tokens`
+// at s.n_past, when only token ids and positions differ: the same token count. Shapes of activations stay, so
+// their allocation plan does too; byte ranges must be resolved again. Returns false (graph untouched) when the
+// token count differs. Generation steps are this case: rebuilding was a third of a small model's step.
+bool update_step_graph(StepGraph& step, const Model& m, RunState& s, std::span<const int32_t> tokens);
 
 }  // namespace tt

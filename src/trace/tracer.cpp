@@ -1,26 +1,26 @@
 #include "trace/tracer.h"
 
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
-#include <exception>
 #include <cmath>
+#include <cstring>
+#include <exception>
 #include <fstream>
 #include <numeric>
 #include <unordered_map>
-#include <cstring>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/shape.h"
 #include "exec/executor.h"
 #include "exec/thread_pool.h"
 #include "gguf/memory_map.h"
 #include "model/forward.h"
 #include "tokenizer/tokenizer.h"
-#include "core/shape.h"
-#include "trace/landscape.h"
 #include "trace/json_line.h"
+#include "trace/landscape.h"
 
 namespace tt {
 
@@ -294,14 +294,20 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   }
   if (prefetcher_) prefetcher_->on_graph_ready(g, step_);
 
-  const std::string key = graph_key(g);
-  auto [it, first_seen] = graphs_.try_emplace(key);
-  KnownGraph& known = it->second;
-  if (first_seen) {
-    known.id = static_cast<int>(graphs_.size()) - 1;
-    dir_.write_file(fmt::format("graphs/graph-{:04}.json", known.id), graph_json(g));
-    known.names = intern_graph(g, plan);
+  const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
+  if (!same_structure) {
+    auto [it, first_seen] = graphs_.try_emplace(graph_key(g));
+    KnownGraph& known = it->second;
+    if (first_seen) {
+      known.id = static_cast<int>(graphs_.size()) - 1;
+      dir_.write_file(fmt::format("graphs/graph-{:04}.json", known.id), graph_json(g));
+      known.names = intern_graph(g, plan);
+    }
+    last_graph_ = &g;
+    last_structure_id_ = g.structure_id;
+    last_known_ = &known;
   }
+  KnownGraph& known = *last_known_;
   // The key covers names, ops, shapes and placement, so the allocation plan is the same too.
   TT_CHECK(known.names.events.size() == plan.events.size(), "graph {} seen again with another allocation plan",
            known.id);
@@ -427,8 +433,7 @@ void Tracer::write_step_ops(const StepOutcome& o) {
       if (!op_is_view(n.op)) ++workers;
       start = std::min(start, s.start);
       end = std::max(end, s.end);
-      if (!op_is_view(n.op))
-        writer_.span({r.step, r.node, static_cast<uint16_t>(t), s.start - t0_, s.end - t0_});
+      if (!op_is_view(n.op)) writer_.span({r.step, r.node, static_cast<uint16_t>(t), s.start - t0_, s.end - t0_});
     }
     r.thread = static_cast<uint16_t>(std::max(first_thread, 0));
     r.n_threads = static_cast<uint16_t>(workers);
@@ -493,7 +498,9 @@ void Tracer::on_step_end(const StepOutcome& o) {
     records();
     landscape();
   }
-  auto text_of = [&](int32_t id) { return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string(); };
+  auto text_of = [&](int32_t id) {
+    return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string();
+  };
   const int32_t chosen = o.sampled.token;
   JsonLine& j = step_line_;
   j.clear();
@@ -593,12 +600,8 @@ json Tracer::finish() {
                    {"peak_bytes", peak}},
                   -1);
   writer_.flush();
-  return {{"ops", writer_.op_count()},
-          {"spans", writer_.span_count()},
-          {"steps", step_graph_.size()},
-          {"graphs", graphs_.size()},
-          {"buffer_events", events.size()},
-          {"trace_bytes", writer_.bytes_written()},
+  return {{"ops", writer_.op_count()}, {"spans", writer_.span_count()},  {"steps", step_graph_.size()},
+          {"graphs", graphs_.size()},  {"buffer_events", events.size()}, {"trace_bytes", writer_.bytes_written()},
           {"tracer_ns", self_ns_}};
 }
 

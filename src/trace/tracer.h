@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "exec/executor.h"
 #include "model/generate.h"
-#include "trace/records.h"
-#include "trace/run_dir.h"
 #include "trace/io_probe.h"
 #include "trace/json_line.h"
+#include "trace/records.h"
+#include "trace/run_dir.h"
 #include "trace/trace_file.h"
-#include "exec/executor.h"
 
 namespace tt {
 
@@ -85,7 +85,7 @@ class Tracer : public GenerateObserver {
   struct GraphNames {
     std::vector<uint32_t> ids, node_offset;
     std::vector<uint8_t> repeatable;  // node reads and writes only step-independent bytes
-    struct Event {  // the allocation plan's events (the same for every step of the graph)
+    struct Event {                    // the allocation plan's events (the same for every step of the graph)
       int node;
       bool alloc, reuse;
       uint64_t offset, bytes;
@@ -134,6 +134,10 @@ class Tracer : public GenerateObserver {
 
   // Whole run.
   std::map<std::string, KnownGraph> graphs_;  // by graph_key
+  // The last graph seen and its structure (Graph::structure_id): seen again unchanged, it needs no new key.
+  const Graph* last_graph_ = nullptr;
+  uint64_t last_structure_id_ = 0;
+  KnownGraph* last_known_ = nullptr;
   const GraphNames* names_ = nullptr;           // the current step's
   const GraphNames* previous_names_ = nullptr;  // the previous step's (same pointer: same graph)
   std::vector<int> step_graph_;
@@ -141,7 +145,7 @@ class Tracer : public GenerateObserver {
   std::vector<StepBuffers> step_buffers_;
   std::vector<uint64_t> event_times_;
   uint64_t arena_bytes_ = 0, scratch_bytes_ = 0, static_bytes_ = 0;
-  trace::OpRecord record_;  // reused between ops
+  trace::OpRecord record_;                // reused between ops
   std::optional<std::string> nonfinite_;  // first NaN/Inf seen with --check-finite
 
   // --io-trace and --prefetch.

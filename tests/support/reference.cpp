@@ -44,7 +44,8 @@ std::vector<GreedyCase> load_greedy_file(const std::string& path) {
     c.prompt_tokens = r["prompt_tokens"].get<std::vector<int32_t>>();
     c.greedy_tokens = r["greedy_tokens"].get<std::vector<int32_t>>();
     std::string hex = r["greedy_text_hex"];
-    for (size_t i = 0; i + 1 < hex.size(); i += 2) c.greedy_bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    for (size_t i = 0; i + 1 < hex.size(); i += 2)
+      c.greedy_bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
     c.first_logits = read_f32(dir / r["first_logits"].get<std::string>());
     for (const auto& step : r["top5_per_step"]) {
       std::vector<std::pair<int32_t, float>> s;
