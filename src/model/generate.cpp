@@ -34,7 +34,6 @@ GenerateResult generate(Engine& engine, const GenerateOptions& options, Generate
     out.end_ns = now_ns();
     out.hidden = engine.hidden();
     out.workers = &engine.pool();
-    (step == 0 ? result.prompt_ns : result.step_ns.emplace_back()) = out.end_ns - out.start_ns;
     // The last step's logits are only evaluated when a token is still to be chosen from them.
     const bool choose = static_cast<int32_t>(result.tokens.size()) < options.n_predict;
     if (choose) {
@@ -42,6 +41,8 @@ GenerateResult generate(Engine& engine, const GenerateOptions& options, Generate
       out.end_of_generation = tok.is_eog(out.sampled.token);
     }
     if (observer) observer->on_step_end(out);
+    // The step as a user waits for it: evaluation, sampling and the observer's work (tracing costs count).
+    (step == 0 ? result.prompt_ns : result.step_ns.emplace_back()) = now_ns() - out.start_ns;
     if (!choose) break;
     const int32_t next = out.sampled.token;
     result.tokens.push_back(next);

@@ -29,12 +29,12 @@ struct StepOutcome {
   Phase phase = Phase::PROMPT;
   int32_t pos_begin = 0, pos_end = 0;  // positions the step evaluated
   std::span<const int32_t> input_tokens;
-  std::span<const float> logits;       // of the last position
-  std::span<const float> hidden;       // final normalised hidden state of the last position
-  SampleResult sampled;                // the token chosen from these logits
-  bool end_of_generation = false;      // the sampled token ends generation
-  uint64_t start_ns = 0, end_ns = 0;   // eval time (graph build to logits)
-  ThreadPool* workers = nullptr;       // the engine's compute threads, idle while observers see this step
+  std::span<const float> logits;      // of the last position
+  std::span<const float> hidden;      // final normalised hidden state of the last position
+  SampleResult sampled;               // the token chosen from these logits
+  bool end_of_generation = false;     // the sampled token ends generation
+  uint64_t start_ns = 0, end_ns = 0;  // eval time (graph build to logits)
+  ThreadPool* workers = nullptr;      // the engine's compute threads, idle while observers see this step
 };
 
 class GenerateObserver : public StepObserver {
@@ -46,8 +46,10 @@ class GenerateObserver : public StepObserver {
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (including a final end-of-generation token, if sampled)
   std::string text;             // their text (without the end-of-generation token)
-  uint64_t prompt_ns = 0;       // prompt step
-  std::vector<uint64_t> step_ns;  // each generation step
+  // Wall time of the prompt step and of each generation step: evaluation, sampling and the observer's work
+  // (the trace's own step times cover evaluation only).
+  uint64_t prompt_ns = 0;
+  std::vector<uint64_t> step_ns;
   bool stopped_at_eog = false;
 };
 

@@ -62,6 +62,7 @@ RangeRecord get_range(Reader& r) {
 TraceWriter::TraceWriter(const std::string& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "wb");
   if (!file_) fail("cannot create '{}': {}", path, std::strerror(errno));
+  buffer_.reserve(2 * kFlushBytes);  // a flush at kFlushBytes plus one step's records
   buffer_.put_bytes(kMagic, 8);
   put<uint32_t>(buffer_, kVersion);
   put<uint32_t>(buffer_, 0);
@@ -233,7 +234,9 @@ TraceContents read_trace(const std::string& path) {
   if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 8) != 0)
     fail("'{}' is not a tensortrace trace (bad magic)", path);
   std::memcpy(&out.version, data.data() + 8, 4);
-  if (out.version < kMinVersion || out.version > kVersion) fail("'{}': trace format version {} is not supported (expected {} to {})", path, out.version, kMinVersion, kVersion);
+  if (out.version < kMinVersion || out.version > kVersion)
+    fail("'{}': trace format version {} is not supported (expected {} to {})", path, out.version, kMinVersion,
+         kVersion);
   std::vector<std::string> strings;
   std::vector<OpRecord> last_op;  // by node index: the node's most recent record (for OP_REPEAT)
   auto remember = [&](const OpRecord& o) {

@@ -31,6 +31,10 @@ class RecordBuffer {
   size_t size() const { return used_; }
   bool empty() const { return used_ == 0; }
   void clear() { used_ = 0; }
+  // Room for n bytes without growing (pages touched now, not inside a step).
+  void reserve(size_t n) {
+    if (bytes_.size() < n) bytes_.resize(n);
+  }
 
  private:
   void grow(size_t n) { bytes_.resize(std::max<size_t>(2 * bytes_.size(), used_ + n + 4096)); }
@@ -57,6 +61,9 @@ class TraceWriter {
   // Pushes buffered records to the file (called at the end of every step, so a kill loses at most one step).
   void flush();
   uint64_t bytes_written() const { return bytes_written_ + buffer_.size(); }
+  uint64_t bytes_buffered() const { return buffer_.size(); }
+  // Buffered bytes past which the tracer flushes whatever the interval: the buffer stays this size and in cache.
+  static constexpr size_t kFlushBytes = 256 << 10;
   uint64_t op_count() const { return op_count_; }
   uint64_t span_count() const { return span_count_; }
 
@@ -80,9 +87,9 @@ struct TraceContents {
   std::vector<OpRecord> ops;
   std::vector<SpanRecord> spans;
   std::vector<IoRecord> io;  // version 2 with --io-trace
-  bool complete = true;         // false when the file ends inside a record
-  uint64_t stopped_at = 0;      // byte offset where reading stopped
-  std::string stop_reason;      // why it stopped early (truncated record, ...)
+  bool complete = true;      // false when the file ends inside a record
+  uint64_t stopped_at = 0;   // byte offset where reading stopped
+  std::string stop_reason;   // why it stopped early (truncated record, ...)
 };
 
 // Reads a whole trace. A truncated tail (a run killed midway) is not an error: every complete record is returned

@@ -547,9 +547,10 @@ void Tracer::on_step_end(const StepOutcome& o) {
   writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_, chosen,
                     o.sampled.probability, true});
   // Whole steps reach the files at least every kFlushIntervalNs: two write calls per step would be a large share
-  // of a small model's 200 us step, and a killed run loses at most that interval's steps.
+  // of a small model's 100 us step, and a killed run loses at most that interval's steps. A buffer past
+  // kFlushBytes is written sooner, so it is not grown (copies, fresh pages) inside later steps.
   const uint64_t now = now_ns();
-  if (now - last_flush_ns_ >= kFlushIntervalNs) {
+  if (now - last_flush_ns_ >= kFlushIntervalNs || writer_.bytes_buffered() >= trace::TraceWriter::kFlushBytes) {
     steps_stream_->flush();
     writer_.flush();
     last_flush_ns_ = now;
