@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("tt-trace-test-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
+    path = fs::temp_directory_path() /
+           ("tt-trace-test-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(this)));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -227,6 +227,49 @@ TEST(Trace, CompactTraceReadsBackAsFullRecords) {
     ASSERT_TRUE(same) << "op " << i << " (step " << a.step << ", node " << a.node << ", " << a.name
                       << ") differs between the full and the compact trace";
   }
+}
+
+// With two workers, every op's thread, worker count and times read back from a compact trace (runs of repeated
+// ops in one OP_REPEATS record) agree with its SPAN records: one span per worker that ran part of a computing op,
+// the op lasting from the first span's start to the last span's end.
+TEST(Trace, CompactTraceSpansAgreeWithOps) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  ExperimentOptions o = stories_options(dir, 8);
+  o.n_threads = 2;
+  run_experiment(o, nullptr);
+  const trace::TraceContents t = trace::read_trace(dir + "/trace.bin");
+  EXPECT_EQ(t.version, trace::kVersion);
+  size_t s = 0, views = 0, repeated_steps = 0;
+  for (const trace::OpRecord& op : t.ops) {
+    uint64_t start = UINT64_MAX, end = 0;
+    int n = 0, first = -1;
+    for (; s < t.spans.size() && t.spans[s].step == op.step && t.spans[s].node == op.node; ++s, ++n) {
+      if (first < 0) first = t.spans[s].thread;
+      start = std::min(start, t.spans[s].start_ns);
+      end = std::max(end, t.spans[s].end_ns);
+      EXPECT_LE(t.spans[s].start_ns, t.spans[s].end_ns);
+    }
+    SCOPED_TRACE(fmt::format("step {} node {} {}", op.step, op.node, op.name));
+    if (op_is_view(op.op)) {
+      ++views;
+      EXPECT_EQ(n, 0);
+      EXPECT_EQ(op.n_threads, 0);
+      continue;
+    }
+    ASSERT_EQ(n, op.n_threads);
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(op.thread, first);
+    EXPECT_EQ(op.start_ns, start);
+    EXPECT_EQ(op.end_ns, end);
+    const trace::StepMarker& m = t.steps.at(op.step);
+    EXPECT_GE(op.start_ns, m.start_ns);
+    EXPECT_LE(op.end_ns, m.end_ns);
+    repeated_steps += op.step > 1;
+  }
+  EXPECT_EQ(s, t.spans.size()) << "spans without their op";
+  EXPECT_GT(views, 0u);
+  EXPECT_GT(repeated_steps, 0u);
 }
 
 TEST(Trace, ValuesAndCheckFinite) {

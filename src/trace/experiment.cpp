@@ -48,11 +48,21 @@ std::string iso_now() {
 }
 
 json config_json(const ModelConfig& c) {
-  return {{"architecture", c.arch_name}, {"name", c.name},          {"n_vocab", c.n_vocab},
-          {"n_ctx_train", c.n_ctx_train}, {"n_embd", c.n_embd},      {"n_layer", c.n_layer},
-          {"n_ff", c.n_ff},               {"n_head", c.n_head},      {"n_head_kv", c.n_head_kv},
-          {"head_dim", c.head_dim},       {"n_rot", c.n_rot},        {"rope_base", c.rope_base},
-          {"rope_freq_scale", c.rope_freq_scale}, {"rope_neox", c.rope_neox}, {"rms_eps", c.rms_eps}};
+  return {{"architecture", c.arch_name},
+          {"name", c.name},
+          {"n_vocab", c.n_vocab},
+          {"n_ctx_train", c.n_ctx_train},
+          {"n_embd", c.n_embd},
+          {"n_layer", c.n_layer},
+          {"n_ff", c.n_ff},
+          {"n_head", c.n_head},
+          {"n_head_kv", c.n_head_kv},
+          {"head_dim", c.head_dim},
+          {"n_rot", c.n_rot},
+          {"rope_base", c.rope_base},
+          {"rope_freq_scale", c.rope_freq_scale},
+          {"rope_neox", c.rope_neox},
+          {"rms_eps", c.rms_eps}};
 }
 
 }  // namespace
@@ -77,8 +87,8 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   result.prompt_tokens = model->tokenizer->encode(o.prompt, /*add_special=*/true);
   if (o.progress)
     fmt::print(stderr, "model: {} ({}, {} layers, dim {}, {} kernels), {} threads, context {}, prompt {} tokens\n",
-               model->config.name, model->config.arch_name, model->config.n_layer, model->config.n_embd,
-               kernel_isa(), o.n_threads, engine.n_ctx(), result.prompt_tokens.size());
+               model->config.name, model->config.arch_name, model->config.n_layer, model->config.n_embd, kernel_isa(),
+               o.n_threads, engine.n_ctx(), result.prompt_tokens.size());
 
   std::unique_ptr<Tracer> tracer;
   std::unique_ptr<Prefetcher> prefetcher;

@@ -8,7 +8,7 @@
 namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
-constexpr uint32_t kVersion = 3;     // written; versions 1 (no IO) and 2 (no OP_REPEAT) are still read
+constexpr uint32_t kVersion = 4;  // written; versions 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS) still read
 constexpr uint32_t kMinVersion = 1;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
 
@@ -23,6 +23,11 @@ enum class RecordKind : uint8_t {
   // version 3: u32 step, u32 node, u8 phase, i32 pos_begin, i32 pos_end, u16 thread, u16 n_threads, u64 start_ns,
   // u64 end_ns: the node's previous OP record again with these fields replaced (see docs/trace-format.md).
   OP_REPEAT = 7,
+  // version 4: u32 step, u8 phase, i32 pos_begin, i32 pos_end, u32 first_node, u32 count, u16 n_threads,
+  // u64 base_ns, then per node and worker u32 start, u32 end (ns after base_ns; both 0xFFFFFFFF: no share):
+  // OP_REPEAT of `count` consecutive nodes with every worker's span (SPAN records for non-view nodes).
+  OP_REPEATS = 8,
 };
+constexpr uint32_t kNoShare = 0xFFFFFFFF;
 
 }  // namespace tt::trace

@@ -43,8 +43,8 @@ template <typename Float, typename Int>
 // Z = sum_i exp(l_i - m) and S = sum_i exp(l_i - m) (l_i - m) for l_i <= m: eight float lanes summed over chunks
 // of 256 logits (error < 1e-5 relative), chunks summed in double. Compiled twice (AVX2 and baseline), chosen at
 // load time: this is most of the landscape's cost.
-__attribute__((target_clones("avx2", "default"))) void softmax_moments(const float* l, size_t n, float m,
-                                                                      double& z_sum, double& s_sum) {
+__attribute__((target_clones("avx2", "default"))) void softmax_moments(const float* l, size_t n, float m, double& z_sum,
+                                                                       double& s_sum) {
   z_sum = 0, s_sum = 0;
   constexpr size_t kChunk = 256;
   for (size_t begin = 0; begin < n; begin += kChunk) {
@@ -88,8 +88,7 @@ LogitLandscape logit_landscape(std::span<const float> logits, int k) {
   auto consider = [&](size_t i) {
     const float l = logits[i];
     if (out.top.size() == keep && !(l > threshold)) return;  // ties keep the lower id
-    auto pos = std::upper_bound(out.top.begin(), out.top.end(), l,
-                                [&](float v, int32_t id) { return v > logits[id]; });
+    auto pos = std::upper_bound(out.top.begin(), out.top.end(), l, [&](float v, int32_t id) { return v > logits[id]; });
     out.top.insert(pos, static_cast<int32_t>(i));
     if (out.top.size() > keep) out.top.pop_back();
     if (out.top.size() == keep) threshold = logits[out.top.back()];

@@ -43,8 +43,8 @@ struct OpRecord {
   OpKind op = OpKind::kCount;
   int16_t layer = -1;
   int32_t pos_begin = 0, pos_end = 0;
-  uint16_t thread = 0;     // lowest worker that did part of it
-  uint16_t n_threads = 0;  // workers that did part of it (0 for views)
+  uint16_t thread = 0;                // lowest worker that did part of it
+  uint16_t n_threads = 0;             // workers that did part of it (0 for views)
   uint64_t start_ns = 0, end_ns = 0;  // relative to the run start
   std::string name;
   TensorRecord out;

@@ -1,5 +1,6 @@
 #include "trace/trace_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -226,6 +227,24 @@ void TraceWriter::op_repeat(const OpRecord& r) {
   ++op_count_;
 }
 
+void TraceWriter::op_repeats(const RepeatRun& run, std::span<const uint32_t> times, uint64_t n_spans) {
+  TT_CHECK(times.size() == static_cast<size_t>(run.count) * run.n_threads * 2, "OP_REPEATS of {} nodes with {} times",
+           run.count, times.size());
+  begin_record(RecordKind::OP_REPEATS);
+  put<uint32_t>(buffer_, run.step);
+  put<uint8_t>(buffer_, static_cast<uint8_t>(run.phase));
+  put<int32_t>(buffer_, run.pos_begin);
+  put<int32_t>(buffer_, run.pos_end);
+  put<uint32_t>(buffer_, run.first_node);
+  put<uint32_t>(buffer_, run.count);
+  put<uint16_t>(buffer_, run.n_threads);
+  put<uint64_t>(buffer_, run.base_ns);
+  buffer_.put_bytes(times.data(), times.size_bytes());
+  end_record();
+  op_count_ += run.count;
+  span_count_ += n_spans;
+}
+
 TraceContents read_trace(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot read trace '{}'", path);
@@ -367,6 +386,43 @@ TraceContents read_trace(const std::string& path) {
           o.start_ns = r.get<uint64_t>();
           o.end_ns = r.get<uint64_t>();
           out.ops.push_back(std::move(o));
+          break;
+        }
+        case RecordKind::OP_REPEATS: {
+          if (out.version < 4) fail("OP_REPEATS record in a version {} trace", out.version);
+          const uint32_t step = r.get<uint32_t>();
+          const auto phase = static_cast<Phase>(r.get<uint8_t>());
+          const int32_t pos_begin = r.get<int32_t>(), pos_end = r.get<int32_t>();
+          const uint32_t first = r.get<uint32_t>(), count = r.get<uint32_t>();
+          const uint16_t n_threads = r.get<uint16_t>();
+          const uint64_t base = r.get<uint64_t>();
+          if (static_cast<uint64_t>(count) * n_threads * 8 > len) fail("{} nodes exceed the record", count);
+          for (uint32_t node = first; node - first < count; ++node) {
+            if (node >= last_op.size() || last_op[node].op == OpKind::kCount)
+              fail("OP_REPEATS of node {} (step {}) before any OP record of that node", node, step);
+            OpRecord o = last_op[node];
+            o.step = step;
+            o.phase = phase;
+            o.pos_begin = pos_begin;
+            o.pos_end = pos_end;
+            o.n_threads = 0;
+            uint64_t start = UINT64_MAX, end = 0;
+            int first_thread = -1;
+            for (uint16_t t = 0; t < n_threads; ++t) {
+              const uint32_t s = r.get<uint32_t>(), e = r.get<uint32_t>();
+              if (s == kNoShare && e == kNoShare) continue;
+              if (first_thread < 0) first_thread = t;
+              start = std::min(start, base + s);
+              end = std::max(end, base + e);
+              if (op_is_view(o.op)) continue;
+              ++o.n_threads;
+              out.spans.push_back({step, node, t, base + s, base + e});
+            }
+            o.thread = static_cast<uint16_t>(std::max(first_thread, 0));
+            o.start_ns = start == UINT64_MAX ? 0 : start;
+            o.end_ns = end == 0 ? o.start_ns : end;
+            out.ops.push_back(std::move(o));
+          }
           break;
         }
         case RecordKind::IO: {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +53,18 @@ class TraceWriter {
   void op(const OpRecord& r, const uint32_t* ids);
   // An op whose record equals the previous record of the same node index but for the per-step fields.
   void op_repeat(const OpRecord& r);
+  // Version 4: OP_REPEAT records of nodes [first_node, first_node + count) of a step, with their workers' spans:
+  // `times` holds count * n_threads (start, end) pairs in ns after base_ns (kNoShare, kNoShare: no share);
+  // n_spans is how many of them stand for SPAN records (shares of non-view nodes).
+  struct RepeatRun {
+    uint32_t step = 0;
+    Phase phase = Phase::PROMPT;
+    int32_t pos_begin = 0, pos_end = 0;
+    uint32_t first_node = 0, count = 0;
+    uint16_t n_threads = 0;
+    uint64_t base_ns = 0;
+  };
+  void op_repeats(const RepeatRun& run, std::span<const uint32_t> times, uint64_t n_spans);
   // Id of a string in the trace's string table; its STRING record is emitted before any record that uses it.
   uint32_t intern(const std::string& s);
   const std::string& string_of(uint32_t id) const { return *names_[id]; }

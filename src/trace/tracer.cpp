@@ -172,6 +172,7 @@ Tracer::GraphNames Tracer::intern_graph(const Graph& g, const AllocPlan& plan) {
     for (const Tensor* s : n.src) fixed = fixed && s->storage().pool != Pool::KV_CACHE;
     for (const ByteRange& r : n.reads) fixed = fixed && r.pos_begin < 0 && r.pool != Pool::KV_CACHE;
     names.repeatable.push_back(fixed);
+    names.view.push_back(op_is_view(n.op));
   }
   return names;
 }
@@ -409,52 +410,23 @@ void Tracer::write_full_op(trace::OpRecord& r, const Node& n, size_t i) {
 }
 
 void Tracer::write_step_ops(const StepOutcome& o) {
-  const Graph& g = *graph_;
-  trace::OpRecord& r = record_;
+  const size_t n = graph_->nodes().size();
   // A node's record may be an OP_REPEAT when the graph is the previous step's and the node reads and writes only
   // step-independent bytes (no cache positions, no token rows): then only its times, threads and step differ.
+  // Runs of such nodes go out as one OP_REPEATS record (unless IO records must follow each op).
   const bool repeat_ok = options_.compact && stats_.empty() && names_ == previous_names_;
   previous_names_ = names_;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    r.step = static_cast<uint32_t>(o.step);
-    r.node = static_cast<uint32_t>(i);
-    r.phase = o.phase;
-    r.op = n.op;
-    r.layer = static_cast<int16_t>(n.layer);
-    r.pos_begin = o.pos_begin;
-    r.pos_end = o.pos_end;
-    uint64_t start = UINT64_MAX, end = 0;
-    int first_thread = -1, workers = 0;
-    for (int t = 0; t < n_threads_; ++t) {
-      const Span& s = spans_[t][i];
-      if (s.start == 0 && s.end == 0) continue;
-      if (first_thread < 0) first_thread = t;
-      if (!op_is_view(n.op)) ++workers;
-      start = std::min(start, s.start);
-      end = std::max(end, s.end);
-      if (!op_is_view(n.op)) writer_.span({r.step, r.node, static_cast<uint16_t>(t), s.start - t0_, s.end - t0_});
+  for (size_t i = 0; i < n;) {
+    if (repeat_ok && !options_.io && names_->repeatable[i]) {
+      size_t end = i + 1;
+      while (end < n && names_->repeatable[end]) ++end;
+      if (write_repeat_run(o, i, end)) {
+        i = end;
+        continue;
+      }
     }
-    r.thread = static_cast<uint16_t>(std::max(first_thread, 0));
-    r.n_threads = static_cast<uint16_t>(workers);
-    r.start_ns = start == UINT64_MAX ? 0 : start - t0_;
-    r.end_ns = end == 0 ? r.start_ns : end - t0_;
-    if (repeat_ok && names_->repeatable[i]) {
-      writer_.op_repeat(r);
-    } else {
-      write_full_op(r, n, i);
-    }
-    if (options_.io && !io_ranges_[i].empty()) {
-      trace::IoRecord& io = io_record_;
-      io.step = r.step;
-      io.node = r.node;
-      io.page_bytes = static_cast<uint32_t>(page_bytes());
-      io.ranges = io_ranges_[i];
-      io.workers.clear();
-      for (int t = 0; t < n_threads_; ++t)
-        if (spans_[t][i].start || spans_[t][i].end) io.workers.push_back(io_workers_[t][i]);
-      writer_.io(io);
-    }
+    write_op(o, i, repeat_ok && names_->repeatable[i]);
+    ++i;
   }
   // Buffer timeline: allocations when their node starts, frees when it ends. The events themselves are the
   // graph's (cached with its names); a step adds only their times, expanded into buffers.json by finish().
@@ -465,6 +437,77 @@ void Tracer::write_step_ops(const StepOutcome& o) {
     const uint64_t start = span.start ? span.start - t0_ : step_start_;
     event_times_.push_back(e.alloc ? start : span.end ? span.end - t0_ : start);
   }
+}
+
+void Tracer::write_op(const StepOutcome& o, size_t i, bool repeat) {
+  const Node& n = graph_->nodes()[i];
+  trace::OpRecord& r = record_;
+  r.step = static_cast<uint32_t>(o.step);
+  r.node = static_cast<uint32_t>(i);
+  r.phase = o.phase;
+  r.op = n.op;
+  r.layer = static_cast<int16_t>(n.layer);
+  r.pos_begin = o.pos_begin;
+  r.pos_end = o.pos_end;
+  uint64_t start = UINT64_MAX, end = 0;
+  int first_thread = -1, workers = 0;
+  for (int t = 0; t < n_threads_; ++t) {
+    const Span& s = spans_[t][i];
+    if (s.start == 0 && s.end == 0) continue;
+    if (first_thread < 0) first_thread = t;
+    if (!op_is_view(n.op)) ++workers;
+    start = std::min(start, s.start);
+    end = std::max(end, s.end);
+    if (!op_is_view(n.op)) writer_.span({r.step, r.node, static_cast<uint16_t>(t), s.start - t0_, s.end - t0_});
+  }
+  r.thread = static_cast<uint16_t>(std::max(first_thread, 0));
+  r.n_threads = static_cast<uint16_t>(workers);
+  r.start_ns = start == UINT64_MAX ? 0 : start - t0_;
+  r.end_ns = end == 0 ? r.start_ns : end - t0_;
+  if (repeat) {
+    writer_.op_repeat(r);
+  } else {
+    write_full_op(r, n, i);
+  }
+  if (options_.io && !io_ranges_[i].empty()) {
+    trace::IoRecord& io = io_record_;
+    io.step = r.step;
+    io.node = r.node;
+    io.page_bytes = static_cast<uint32_t>(page_bytes());
+    io.ranges = io_ranges_[i];
+    io.workers.clear();
+    for (int t = 0; t < n_threads_; ++t)
+      if (spans_[t][i].start || spans_[t][i].end) io.workers.push_back(io_workers_[t][i]);
+    writer_.io(io);
+  }
+}
+
+bool Tracer::write_repeat_run(const StepOutcome& o, size_t first, size_t end) {
+  // Times as u32 ns after the run's earliest start: a run lasting over 4.2 s goes out node by node instead.
+  uint64_t base = UINT64_MAX;
+  for (int t = 0; t < n_threads_; ++t)
+    for (size_t i = first; i < end; ++i)
+      if (spans_[t][i].start || spans_[t][i].end) base = std::min(base, spans_[t][i].start);
+  if (base == UINT64_MAX) base = t0_;
+  std::vector<uint32_t>& times = repeat_times_;
+  times.clear();
+  uint64_t n_spans = 0;
+  for (size_t i = first; i < end; ++i) {
+    for (int t = 0; t < n_threads_; ++t) {
+      const Span& s = spans_[t][i];
+      if (s.start == 0 && s.end == 0) {
+        times.insert(times.end(), {trace::kNoShare, trace::kNoShare});
+        continue;
+      }
+      if (s.end - base >= trace::kNoShare) return false;
+      times.insert(times.end(), {static_cast<uint32_t>(s.start - base), static_cast<uint32_t>(s.end - base)});
+      n_spans += !names_->view[i];
+    }
+  }
+  writer_.op_repeats({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, static_cast<uint32_t>(first),
+                      static_cast<uint32_t>(end - first), static_cast<uint16_t>(n_threads_), base - t0_},
+                     times, n_spans);
+  return true;
 }
 
 void Tracer::on_step_end(const StepOutcome& o) {

@@ -85,6 +85,7 @@ class Tracer : public GenerateObserver {
   struct GraphNames {
     std::vector<uint32_t> ids, node_offset;
     std::vector<uint8_t> repeatable;  // node reads and writes only step-independent bytes
+    std::vector<uint8_t> view;        // node is a view (no SPAN records)
     struct Event {                    // the allocation plan's events (the same for every step of the graph)
       int node;
       bool alloc, reuse;
@@ -103,6 +104,11 @@ class Tracer : public GenerateObserver {
     uint64_t arena_bytes, scratch_bytes, static_bytes;
   };
   void write_full_op(trace::OpRecord& r, const Node& n, size_t i);
+  // Node i's records: its workers' SPANs, then an OP_REPEAT (repeat) or a full OP, then its IO record.
+  void write_op(const StepOutcome& o, size_t i, bool repeat);
+  // Nodes [first, end), all repeatable, as one OP_REPEATS record; false (nothing written) when it cannot hold them.
+  bool write_repeat_run(const StepOutcome& o, size_t first, size_t end);
+  std::vector<uint32_t> repeat_times_;  // write_repeat_run's scratch, reused
   GraphNames intern_graph(const Graph& g, const AllocPlan& plan);
   struct KnownGraph {
     int id = 0;  // graphs/graph-<id>.json
