@@ -518,19 +518,20 @@ void Tracer::on_step_end(const StepOutcome& o) {
   LogitLandscape land;
   ReadoutStats hidden_stats, logits_stats;
   auto landscape = [&] { land = logit_landscape(logits, std::max(k, 2)); };  // top-k, gap, entropy
-  auto records = [&] {
-    write_step_ops(o);
+  auto records = [&] { write_step_ops(o); };
+  auto readouts = [&] {
+    landscape();
     hidden_stats = readout_stats(o.hidden);
     logits_stats = readout_stats(logits);
   };
   if (o.workers != nullptr && o.workers->size() > 1) {
-    // Two independent halves of similar cost: the op records and readout statistics on this thread, the
-    // vocabulary-wide landscape on an idle worker.
+    // Two independent halves of similar cost: the op records on this thread, the vocabulary-wide landscape and
+    // readout statistics on an idle worker.
     std::exception_ptr failed[2];  // rethrown here: an exception must not leave the pool's job running
     o.workers->run([&](int ith) {
       try {
         if (ith == 0) records();
-        if (ith == 1) landscape();
+        if (ith == 1) readouts();
       } catch (...) {
         if (ith < 2) failed[ith] = std::current_exception();
       }
@@ -539,7 +540,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
       if (e) std::rethrow_exception(e);
   } else {
     records();
-    landscape();
+    readouts();
   }
   auto text_of = [&](int32_t id) {
     return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string();
@@ -586,23 +587,32 @@ void Tracer::on_step_end(const StepOutcome& o) {
       .field("n_ops", static_cast<uint64_t>(graph_->nodes().size()))
       .field("graph", step_graph_.back())
       .end_object();
-  *steps_stream_ << j.str() << '\n';
+  // Kept until the flush: an ofstream writes a line of over 1 kB straight through (a syscall per step).
+  steps_pending_ += j.str();
+  steps_pending_ += '\n';
   writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_, chosen,
                     o.sampled.probability, true});
   // Whole steps reach the files at least every kFlushIntervalNs: two write calls per step would be a large share
   // of a small model's 100 us step, and a killed run loses at most that interval's steps. A buffer past
   // kFlushBytes is written sooner, so it is not grown (copies, fresh pages) inside later steps.
   const uint64_t now = now_ns();
-  if (now - last_flush_ns_ >= kFlushIntervalNs || writer_.bytes_buffered() >= trace::TraceWriter::kFlushBytes) {
-    steps_stream_->flush();
+  if (now - last_flush_ns_ >= kFlushIntervalNs || writer_.bytes_buffered() >= trace::TraceWriter::kFlushBytes ||
+      steps_pending_.size() >= trace::TraceWriter::kFlushBytes) {
+    flush_steps();
     writer_.flush();
     last_flush_ns_ = now;
   }
   if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
 }
 
-json Tracer::finish() {
+void Tracer::flush_steps() {
+  steps_stream_->write(steps_pending_.data(), static_cast<std::streamsize>(steps_pending_.size()));
   steps_stream_->flush();
+  steps_pending_.clear();
+}
+
+json Tracer::finish() {
+  flush_steps();
   if (!*steps_stream_) fail("error writing '{}'", dir_.path("steps.jsonl"));
   json index = json::array();
   for (size_t s = 0; s < step_graph_.size(); ++s) index.push_back({{"step", s}, {"graph", step_graph_[s]}});

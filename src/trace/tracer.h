@@ -126,6 +126,8 @@ class Tracer : public GenerateObserver {
   uint64_t t0_;
   trace::TraceWriter writer_;
   std::unique_ptr<std::ofstream> steps_stream_;
+  std::string steps_pending_;  // steps.jsonl lines not yet written (flush_steps)
+  void flush_steps();
   JsonLine step_line_;  // reused between steps
 
   // Current step.
