@@ -2,11 +2,14 @@
 #include "trace/landscape.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
+
+#include "trace/tracer.h"
 
 namespace tt {
 namespace {
@@ -76,4 +79,24 @@ TEST(LogitLandscape, UniformAndCertainDistributions) {
 }
 
 }  // namespace
+// The per-step readout statistics (steps.jsonl hidden_stats / logits_stats) against a plain double loop, for
+// lengths that exercise the vector body and the scalar tail.
+TEST(ReadoutStats, MatchesDirectComputation) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.5f, 3.0f);
+  for (size_t n : {1u, 7u, 16u, 17u, 512u, 32003u}) {
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    double sum = 0, sum2 = 0;
+    for (float x : v) sum += x, sum2 += static_cast<double>(x) * x;
+    const double mean = sum / n;
+    const ReadoutStats r = readout_stats(v);
+    EXPECT_EQ(r.min, *std::min_element(v.begin(), v.end())) << n;
+    EXPECT_EQ(r.max, *std::max_element(v.begin(), v.end())) << n;
+    EXPECT_NEAR(r.mean, mean, 1e-12 * n) << n;
+    EXPECT_NEAR(r.std, std::sqrt(std::max(0.0, sum2 / n - mean * mean)), 1e-9) << n;
+    EXPECT_EQ(r.hash, XXH64(v.data(), n * sizeof(float), 0)) << n;
+  }
+}
+
 }  // namespace tt
