@@ -99,7 +99,8 @@ class Tracer : public GenerateObserver {
   struct StepBuffers {
     uint32_t step;
     const GraphNames* names;
-    size_t times_at;      // the step's event times start at event_times_[times_at]
+    size_t times_at;      // the step's node times (run thread) start at node_times_[times_at]
+    uint64_t step_start;  // trace time of the step's start (events of nodes the run thread did not run)
     size_t explicit_end;  // buffer_events_ recorded before this step's arena events
     uint64_t arena_bytes, scratch_bytes, static_bytes;
   };
@@ -151,7 +152,7 @@ class Tracer : public GenerateObserver {
   std::vector<int> step_graph_;
   std::vector<BufferEvent> buffer_events_;
   std::vector<StepBuffers> step_buffers_;
-  std::vector<uint64_t> event_times_;
+  std::vector<Span> node_times_;  // per step, the run thread's span of every node (absolute ns)
   uint64_t arena_bytes_ = 0, scratch_bytes_ = 0, static_bytes_ = 0;
   trace::OpRecord record_;                // reused between ops
   std::optional<std::string> nonfinite_;  // first NaN/Inf seen with --check-finite

@@ -1,0 +1,64 @@
+// The sampler on hand-made logits: greedy is the first largest logit (with and without the repetition penalty,
+// which take different paths), truncation to one candidate equals greedy, and a seed fixes the draws.
+#include "sampling/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace tt {
+namespace {
+
+SamplingParams greedy_params(float repeat_penalty = 1.0f) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.repeat_penalty = repeat_penalty;
+  return p;
+}
+
+TEST(Sampler, GreedyTakesTheFirstLargestLogit) {
+  const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 2.5f};
+  Sampler s(greedy_params());
+  EXPECT_EQ(s.sample(logits).token, 1);
+  EXPECT_EQ(s.sample(logits).probability, 1.0f);
+  EXPECT_EQ(s.sample(std::vector<float>{-5.0f}).token, 0);
+  EXPECT_EQ(s.sample(std::vector<float>{-1.0f, -1.0f}).token, 0);
+}
+
+TEST(Sampler, GreedyWithRepetitionPenalty) {
+  // Token 1 (3.0) was seen: divided by 2 it falls to 1.5, so the other 3.0 (token 3) wins; a seen negative logit
+  // is multiplied, never raised.
+  const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 2.5f};
+  Sampler s(greedy_params(2.0f));
+  s.accept(1);
+  EXPECT_EQ(s.sample(logits).token, 3);
+  s.accept(3);
+  s.accept(4);
+  EXPECT_EQ(s.sample(logits).token, 1) << "tokens 1 and 3 both at 1.5 (4 at 1.25): the first of equal ones";
+  Sampler t(greedy_params(2.0f));
+  t.accept(0);
+  EXPECT_EQ(t.sample(std::vector<float>{-0.5f, -0.9f}).token, 1) << "-0.5 * 2 = -1.0 < -0.9";
+}
+
+TEST(Sampler, TopKOfOneIsGreedyAndSeedsRepeat) {
+  const std::vector<float> logits = {0.3f, 2.0f, 1.9f, -1.0f, 1.95f};
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 1;
+  Sampler one(p);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(one.sample(logits).token, 1);
+
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = 42;
+  Sampler a(p), b(p);
+  std::vector<int32_t> da, db;
+  for (int i = 0; i < 50; ++i) da.push_back(a.sample(logits).token), db.push_back(b.sample(logits).token);
+  EXPECT_EQ(da, db);
+  EXPECT_GT(std::count(da.begin(), da.end(), 1) + std::count(da.begin(), da.end(), 2), 0);
+  EXPECT_NE(std::count(da.begin(), da.end(), da[0]), 50) << "temperature 1 over close logits draws more than one";
+}
+
+}  // namespace
+}  // namespace tt
