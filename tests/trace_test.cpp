@@ -272,6 +272,33 @@ TEST(Trace, CompactTraceSpansAgreeWithOps) {
   EXPECT_GT(repeated_steps, 0u);
 }
 
+// The buffer timeline (buffers.json) is assembled at the end from node times kept per step: every activation
+// event lies within its step's evaluation, every step has its events, and the scratch file is gone.
+TEST(Trace, BufferTimelineEventsLieInTheirSteps) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  ExperimentOptions o = stories_options(dir, 8);
+  o.n_threads = 2;
+  run_experiment(o, nullptr);
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "buffer-times.tmp"));
+  std::vector<nlohmann::json> steps;
+  std::ifstream lines(dir + "/steps.jsonl");
+  for (std::string line; std::getline(lines, line);) steps.push_back(nlohmann::json::parse(line));
+  ASSERT_GE(steps.size(), 8u);
+  const nlohmann::json b = nlohmann::json::parse(std::ifstream(dir + "/buffers.json"));
+  std::vector<int> per_step(steps.size(), 0);
+  for (const auto& e : b["events"]) {
+    if (e[3] != "ACTIVATION") continue;
+    const size_t step = e[1].get<size_t>();
+    ASSERT_LT(step, steps.size());
+    ++per_step[step];
+    const uint64_t t = e[0].get<uint64_t>();
+    EXPECT_GE(t, steps[step]["start_ns"].get<uint64_t>()) << e.dump();
+    EXPECT_LE(t, steps[step]["end_ns"].get<uint64_t>()) << e.dump();
+  }
+  for (size_t s = 0; s < per_step.size(); ++s) EXPECT_GT(per_step[s], 0) << "step " << s;
+}
+
 TEST(Trace, ValuesAndCheckFinite) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();

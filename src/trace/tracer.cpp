@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <unordered_map>
@@ -148,6 +149,9 @@ Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int 
   if (options_.logit_top_k < 1) fail("--logit-top-k must be at least 1, got {}", options_.logit_top_k);
   steps_stream_ = std::make_unique<std::ofstream>(dir.path("steps.jsonl"), std::ios::trunc);
   if (!*steps_stream_) fail("cannot create '{}'", dir.path("steps.jsonl"));
+  node_times_file_ = std::make_unique<std::fstream>(dir.path(kNodeTimesFile),
+                                                    std::ios::in | std::ios::out | std::ios::trunc | std::ios::binary);
+  if (!*node_times_file_) fail("cannot create '{}'", dir.path(kNodeTimesFile));
 }
 
 void Tracer::record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes) {
@@ -443,9 +447,10 @@ void Tracer::write_step_ops(const StepOutcome& o) {
     ++i;
   }
   // Buffer timeline: allocations when their node starts, frees when it ends. The events themselves are the
-  // graph's (cached with its names); a step keeps only the run thread's node times (one sequential copy: walking
-  // the events here cost 30 us a step in cache misses on synth-llama-768), expanded into buffers.json by finish().
-  step_buffers_.push_back({static_cast<uint32_t>(o.step), names_, node_times_.size(), step_start_,
+  // graph's (cached with its names); a step keeps only the run thread's node times, expanded into buffers.json
+  // by finish(). They go to a scratch file with each flush: memory that grows with the run costs a step far more
+  // than its copy on this kind of VM (first touches of fresh pages: 64 us a step for 6 kB on synth-llama-768).
+  step_buffers_.push_back({static_cast<uint32_t>(o.step), names_, node_times_written_ + node_times_.size(), step_start_,
                            buffer_events_.size(), arena_bytes_, scratch_bytes_, static_bytes_});
   node_times_.insert(node_times_.end(), spans_[0].begin(), spans_[0].end());
 }
@@ -610,10 +615,19 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (now - last_flush_ns_ >= kFlushIntervalNs || writer_.bytes_buffered() >= trace::TraceWriter::kFlushBytes ||
       steps_pending_.size() >= trace::TraceWriter::kFlushBytes) {
     flush_steps();
+    flush_node_times();
     writer_.flush();
     last_flush_ns_ = now;
   }
   if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
+}
+
+void Tracer::flush_node_times() {
+  node_times_file_->write(reinterpret_cast<const char*>(node_times_.data()),
+                          static_cast<std::streamsize>(node_times_.size() * sizeof(Span)));
+  if (!*node_times_file_) fail("error writing '{}'", dir_.path(kNodeTimesFile));
+  node_times_written_ += node_times_.size();
+  node_times_.clear();
 }
 
 void Tracer::flush_steps() {
@@ -628,6 +642,16 @@ json Tracer::finish() {
   json index = json::array();
   for (size_t s = 0; s < step_graph_.size(); ++s) index.push_back({{"step", s}, {"graph", step_graph_[s]}});
   dir_.write_json("graphs/index.json", {{"graphs", graphs_.size()}, {"steps", index}});
+
+  // The node times of every step, back from the scratch file (which then goes).
+  flush_node_times();
+  node_times_.resize(node_times_written_);
+  node_times_file_->seekg(0);
+  node_times_file_->read(reinterpret_cast<char*>(node_times_.data()),
+                         static_cast<std::streamsize>(node_times_.size() * sizeof(Span)));
+  if (!*node_times_file_) fail("error reading '{}'", dir_.path(kNodeTimesFile));
+  node_times_file_.reset();
+  std::filesystem::remove(dir_.path(kNodeTimesFile));
 
   // Explicit events (static buffers, growth) in their place before each step's arena events.
   json events = json::array(), step_peaks = json::array();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -99,7 +100,7 @@ class Tracer : public GenerateObserver {
   struct StepBuffers {
     uint32_t step;
     const GraphNames* names;
-    size_t times_at;      // the step's node times (run thread) start at node_times_[times_at]
+    size_t times_at;      // index of the step's first node time among all steps' (see node_times_)
     uint64_t step_start;  // trace time of the step's start (events of nodes the run thread did not run)
     size_t explicit_end;  // buffer_events_ recorded before this step's arena events
     uint64_t arena_bytes, scratch_bytes, static_bytes;
@@ -152,7 +153,13 @@ class Tracer : public GenerateObserver {
   std::vector<int> step_graph_;
   std::vector<BufferEvent> buffer_events_;
   std::vector<StepBuffers> step_buffers_;
-  std::vector<Span> node_times_;  // per step, the run thread's span of every node (absolute ns)
+  // Per step, the run thread's span of every node (absolute ns), for the buffer timeline: the steps since the
+  // last flush here, the earlier ones in the scratch file kNodeTimesFile (read back and removed by finish()).
+  static constexpr const char* kNodeTimesFile = "buffer-times.tmp";
+  std::vector<Span> node_times_;
+  uint64_t node_times_written_ = 0;
+  std::unique_ptr<std::fstream> node_times_file_;
+  void flush_node_times();
   uint64_t arena_bytes_ = 0, scratch_bytes_ = 0, static_bytes_ = 0;
   trace::OpRecord record_;                // reused between ops
   std::optional<std::string> nonfinite_;  // first NaN/Inf seen with --check-finite
