@@ -235,9 +235,7 @@ TEST(Trace, CompactTraceReadsBackAsFullRecords) {
 TEST(Trace, CompactTraceSpansAgreeWithOps) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();
-  ExperimentOptions o = stories_options(dir, 8);
-  o.n_threads = 2;
-  run_experiment(o, nullptr);
+  run_experiment(stories_options(dir, 8), nullptr);  // two workers
   const trace::TraceContents t = trace::read_trace(dir + "/trace.bin");
   EXPECT_EQ(t.version, trace::kVersion);
   size_t s = 0, views = 0, repeated_steps = 0;
@@ -277,9 +275,7 @@ TEST(Trace, CompactTraceSpansAgreeWithOps) {
 TEST(Trace, BufferTimelineEventsLieInTheirSteps) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();
-  ExperimentOptions o = stories_options(dir, 8);
-  o.n_threads = 2;
-  run_experiment(o, nullptr);
+  run_experiment(stories_options(dir, 8), nullptr);  // two workers
   EXPECT_FALSE(fs::exists(fs::path(dir) / "buffer-times.tmp"));
   std::vector<nlohmann::json> steps;
   std::ifstream lines(dir + "/steps.jsonl");

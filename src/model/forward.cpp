@@ -54,7 +54,6 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
   const int32_t n_kv = prepare_inputs(c, s, tokens);
 
   Graph& g = out.graph;
-  out.n_tokens = n_tokens;
   g.buffers.push_back({kInputBuffer, Pool::INPUT, "inputs", s.inputs.data(), s.inputs.size()});
   g.buffers.push_back({kArenaBuffer, Pool::ACTIVATION, "activations", nullptr, 0});
   g.buffers.push_back({kScratchBuffer, Pool::SCRATCH, "scratch", nullptr, 0});
@@ -144,7 +143,7 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
 }
 
 bool update_step_graph(StepGraph& step, const Model& m, RunState& s, std::span<const int32_t> tokens) {
-  if (static_cast<int64_t>(tokens.size()) != step.n_tokens) return false;
+  if (static_cast<int64_t>(tokens.size()) != step.inp_tokens->ne[0]) return false;
   const int32_t pos0 = s.n_past;
   const int32_t n_kv = prepare_inputs(m.config, s, tokens);
   for (Node& n : step.graph.nodes()) {

@@ -35,8 +35,7 @@ struct StepGraph {
   const Tensor* hidden = nullptr;  // result_norm: final normalised hidden state of the last token
   // What differs between steps of the same token count (update_step_graph): the token ids looked up, the
   // positions, and the views of the cache that attention reads, whose dimension `dim` is the attended length.
-  int64_t n_tokens = 0;
-  const Tensor* inp_tokens = nullptr;
+  const Tensor* inp_tokens = nullptr;  // [n_tokens]
   struct AttendedView {
     Tensor* view;
     int dim;

@@ -539,7 +539,6 @@ void Tracer::on_step_end(const StepOutcome& o) {
     hidden_stats = readout_stats(o.hidden);
     logits_stats = readout_stats(logits);
   };
-  auto readouts = [&] { landscape(); };
   if (o.workers != nullptr && o.workers->size() > 1) {
     // Two independent halves of similar cost: the op records and readout statistics on this thread, the
     // vocabulary-wide landscape on an idle worker.
@@ -547,7 +546,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
     o.workers->run([&](int ith) {
       try {
         if (ith == 0) records();
-        if (ith == 1) readouts();
+        if (ith == 1) landscape();
       } catch (...) {
         if (ith < 2) failed[ith] = std::current_exception();
       }
@@ -556,7 +555,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
       if (e) std::rethrow_exception(e);
   } else {
     records();
-    readouts();
+    landscape();
   }
   auto text_of = [&](int32_t id) {
     return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string();
