@@ -24,6 +24,7 @@ struct BenchArgs {
   int threads = 0;
   int reps = 5;
   bool trace = false;
+  bool trace_overhead = false;  // alternate untraced and traced repetitions in one process
 };
 
 struct Stats {
@@ -40,7 +41,7 @@ Stats stats(const std::vector<double>& v) {
 }
 
 // One measured run: returns tokens/s of the prompt pass (n_prompt > 0) or of n_gen decode steps.
-double measure(const Model& model, const BenchArgs& a, bool prompt_test, int rep) {
+double measure(const Model& model, const BenchArgs& a, bool prompt_test, bool trace, int rep) {
   Engine engine(model, {std::max(a.n_prompt, a.n_gen + 1) + 8, a.threads, GgmlType::F16});
   GenerateOptions go;
   go.sampling.temperature = 0;
@@ -54,7 +55,7 @@ double measure(const Model& model, const BenchArgs& a, bool prompt_test, int rep
   }
   std::unique_ptr<RunDirWriter> dir;
   std::unique_ptr<Tracer> tracer;
-  if (a.trace) {
+  if (trace) {
     const std::string path = (std::filesystem::temp_directory_path() /
                               fmt::format("tt-bench-{}-{}-{}", ::getpid(), prompt_test ? "pp" : "tg", rep))
                                  .string();
@@ -83,23 +84,40 @@ int bench(BenchArgs a) {
   uint64_t params = 0;
   for (const GgufTensorInfo& t : model->file->tensors()) params += t.n_elements();
   const std::string name = std::filesystem::path(a.model).stem().string();
-  auto row = [&](const std::string& test, const Stats& s) {
+  auto row = [&](const std::string& test, bool trace, const Stats& s) {
     fmt::print("| {} | {:.2f} MiB | {:.2f} M | CPU {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", name,
-               model->file->file_size() / 1048576.0, params / 1e6, kernel_isa(), a.threads, a.trace ? "on" : "off",
+               model->file->file_size() / 1048576.0, params / 1e6, kernel_isa(), a.threads, trace ? "on" : "off",
                test, s.mean, s.std);
     std::fflush(stdout);
   };
+  // --trace-overhead: each repetition is a pair, untraced and traced, in alternating order so that the machine's
+  // drift (large on a shared VM) falls on both alike; the overhead is the mean of the pairs' ratios.
+  std::vector<bool> modes = a.trace_overhead ? std::vector<bool>{false, true} : std::vector<bool>{a.trace};
+  std::vector<std::string> overhead_lines;
   for (bool prompt_test : {true, false}) {
     if ((prompt_test ? a.n_prompt : a.n_gen) <= 0) continue;
-    measure(*model, a, prompt_test, -1);  // warm-up
-    std::vector<double> tps;
-    for (int r = 0; r < a.reps; ++r) tps.push_back(measure(*model, a, prompt_test, r));
-    Stats s = stats(tps);
-    row(prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen), s);
+    const std::string test = prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen);
+    for (bool trace : modes) measure(*model, a, prompt_test, trace, -1);  // warm-up
+    std::vector<std::vector<double>> tps(modes.size());
+    for (int r = 0; r < a.reps; ++r)
+      for (size_t k = 0; k < modes.size(); ++k) {
+        const size_t m = r % 2 ? modes.size() - 1 - k : k;
+        tps[m].push_back(measure(*model, a, prompt_test, modes[m], r));
+      }
+    for (size_t m = 0; m < modes.size(); ++m) row(test, modes[m], stats(tps[m]));
     if (!prompt_test)
-      fmt::print(stderr, "tg: weight reads {:.2f} GB/s ({:.1f} MiB per token)\n", s.mean * read_per_token / 1e9,
-                 read_per_token / 1048576.0);
+      fmt::print(stderr, "tg: weight reads {:.2f} GB/s ({:.1f} MiB per token)\n",
+                 stats(tps[0]).mean * read_per_token / 1e9, read_per_token / 1048576.0);
+    if (a.trace_overhead) {
+      std::vector<double> ratios;
+      for (int r = 0; r < a.reps; ++r) ratios.push_back(tps[1][r] / tps[0][r]);
+      const Stats s = stats(ratios);
+      overhead_lines.push_back(fmt::format("{}: traced/untraced {:.3f} ± {:.3f} over {} pairs (overhead {:.1f}%)",
+                                           test, s.mean, s.std, a.reps, 100 * (1 - s.mean)));
+    }
   }
+  if (!overhead_lines.empty()) fmt::print("\ntracing overhead ({} threads)\n", a.threads);
+  for (const std::string& line : overhead_lines) fmt::print("- {}\n", line);
   return 0;
 }
 
@@ -111,6 +129,8 @@ RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's
   cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
   cmd.add_option("-r,--repetitions", a->reps, "Repetitions after the warm-up")->check(CLI::Range(1, 1000));
   cmd.add_flag("--trace", a->trace, "Trace (default contents) while measuring");
+  cmd.add_flag("--trace-overhead", a->trace_overhead,
+               "Alternate untraced and traced repetitions and report the traced/untraced ratio");
   return [a]() { return bench(*a); };
 });
 

@@ -151,6 +151,7 @@ class Tracer : public GenerateObserver {
   const GraphNames* names_ = nullptr;           // the current step's
   const GraphNames* previous_names_ = nullptr;  // the previous step's (same pointer: same graph)
   std::vector<int> step_graph_;
+  static constexpr size_t kStepsReserved = 4096;  // steps whose per-step entries fit without growing
   std::vector<BufferEvent> buffer_events_;
   std::vector<StepBuffers> step_buffers_;
   // Per step, the run thread's span of every node (absolute ns), for the buffer timeline: the steps since the
