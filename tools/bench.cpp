@@ -86,8 +86,8 @@ int bench(BenchArgs a) {
   const std::string name = std::filesystem::path(a.model).stem().string();
   auto row = [&](const std::string& test, bool trace, const Stats& s) {
     fmt::print("| {} | {:.2f} MiB | {:.2f} M | CPU {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", name,
-               model->file->file_size() / 1048576.0, params / 1e6, kernel_isa(), a.threads, trace ? "on" : "off",
-               test, s.mean, s.std);
+               model->file->file_size() / 1048576.0, params / 1e6, kernel_isa(), a.threads, trace ? "on" : "off", test,
+               s.mean, s.std);
     std::fflush(stdout);
   };
   // --trace-overhead: each repetition is a pair, untraced and traced, in alternating order so that the machine's
@@ -112,8 +112,8 @@ int bench(BenchArgs a) {
       std::vector<double> ratios;
       for (int r = 0; r < a.reps; ++r) ratios.push_back(tps[1][r] / tps[0][r]);
       const Stats s = stats(ratios);
-      overhead_lines.push_back(fmt::format("{}: traced/untraced {:.3f} ± {:.3f} over {} pairs (overhead {:.1f}%)",
-                                           test, s.mean, s.std, a.reps, 100 * (1 - s.mean)));
+      overhead_lines.push_back(fmt::format("{}: traced/untraced {:.3f} ± {:.3f} over {} pairs (overhead {:.1f}%)", test,
+                                           s.mean, s.std, a.reps, 100 * (1 - s.mean)));
     }
   }
   if (!overhead_lines.empty()) fmt::print("\ntracing overhead ({} threads)\n", a.threads);

@@ -32,15 +32,16 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
   chunk_counters_[1].store(0, std::memory_order_relaxed);
   pool_.run([&](int ith) {
     ComputeContext ctx{ith, nth, &pool_, scratch};
+    WorkerSpan* spans = observer ? observer->span_slots(ith) : nullptr;
     int64_t executed = 0;                // nodes run so far: the same count on every thread
     const Node* scratch_user = nullptr;  // the last node that wrote scratch
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
       const Node& n = nodes[i];
       if (op_is_view(n.op)) {
 #if TT_TRACE_HOOKS
-        if (observer && ith == 0) {
-          uint64_t t = now_ns();
-          observer->on_span(0, i, t, t);
+        if (spans && ith == 0) {
+          const uint64_t t = tick_count();
+          spans[i] = {t, t};
         }
 #endif
         continue;
@@ -53,9 +54,10 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
         pool_.barrier();
         observer->on_worker_begin(ith, i);
       }
-      const uint64_t t0 = observer ? now_ns() : 0;
+      const uint64_t t0 = spans ? tick_count() : 0;
       compute_node(n, ctx);
-      if (observer) observer->on_span(ith, i, t0, now_ns());
+      if (spans) spans[i] = {t0, tick_count()};
+      if (node_begin) observer->on_worker_end(ith, i);
 #else
       compute_node(n, ctx);
 #endif

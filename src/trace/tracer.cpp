@@ -312,11 +312,14 @@ std::string Tracer::graph_json(const Graph& g) const {
 
 void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   SelfTimer timer{self_ns_};
+  const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
   graph_ = &g;
   plan_ = &plan;
   const size_t n = g.nodes().size();
-  spans_.resize(n_threads_);
-  for (auto& s : spans_) s.assign(n, Span{});
+  if (!same_structure) {
+    spans_.resize(n_threads_);
+    for (auto& s : spans_) s.assign(n, Span{});
+  }
   if (wants_node_done()) stats_.assign(n, trace::ValueStats{});
   if (options_.io) {
     io_slots_.resize(n_threads_);
@@ -327,7 +330,6 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   }
   if (prefetcher_) prefetcher_->on_graph_ready(g, step_);
 
-  const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
   if (!same_structure) {
     auto [it, first_seen] = graphs_.try_emplace(graph_key(g));
     KnownGraph& known = it->second;
@@ -356,10 +358,28 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
       known = b.size;
     }
   }
+  ns_before_ = now_ns();
+  ticks_before_ = tick_count();
 }
 
-void Tracer::on_span(int thread, int node, uint64_t start_ns, uint64_t end_ns) {
-  spans_[thread][node] = {start_ns, end_ns};
+void Tracer::spans_to_ns() {
+  const uint64_t ticks_after = tick_count(), ns_after = now_ns();
+  // ns = ns_before + (ticks - ticks_before) * scale / 2^32, clamped to the step (TSC reads on other cores may
+  // differ by a few ticks).
+  const uint64_t tick_span = std::max<uint64_t>(1, ticks_after - ticks_before_);
+  const unsigned __int128 scale = (static_cast<unsigned __int128>(ns_after - ns_before_) << 32) / tick_span;
+  for (std::vector<Span>& slots : spans_)
+    for (Span& s : slots) {
+      if (s.start == 0 && s.end == 0) continue;
+      auto to_ns = [&](uint64_t t) {
+        const uint64_t d = std::clamp(t, ticks_before_, ticks_after) - ticks_before_;
+        return ns_before_ + static_cast<uint64_t>((d * scale) >> 32);
+      };
+      s = {to_ns(s.start), to_ns(s.end)};
+    }
+}
+
+void Tracer::on_worker_end(int thread, int node) {
   if (options_.io && !op_is_view(graph_->nodes()[node].op)) {
     IoSlot& s = io_slots_[thread];
     const ThreadIoCounters e = read_thread_io(s.proc_fd);
@@ -542,6 +562,7 @@ bool Tracer::write_repeat_run(const StepOutcome& o, size_t first, size_t end) {
 
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{self_ns_};
+  spans_to_ns();
   const Tokenizer& tok = *model_.tokenizer;
   std::span<const float> logits = o.logits;
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));

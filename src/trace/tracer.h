@@ -51,7 +51,8 @@ class Tracer : public GenerateObserver {
 
   void on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t pos_end) override;
   void on_graph_ready(const Graph& g, const AllocPlan& plan) override;
-  void on_span(int thread, int node, uint64_t start_ns, uint64_t end_ns) override;
+  WorkerSpan* span_slots(int thread) override { return spans_[thread].data(); }
+  void on_worker_end(int thread, int node) override;
   bool wants_node_done() const override { return options_.values || options_.check_finite; }
   void on_node_done(int node, const Node& n) override;
   void on_step_end(const StepOutcome& outcome) override;
@@ -68,9 +69,7 @@ class Tracer : public GenerateObserver {
   nlohmann::json finish();
 
  private:
-  struct Span {
-    uint64_t start = 0, end = 0;
-  };
+  using Span = WorkerSpan;
   struct BufferEvent {
     uint64_t t_ns;
     uint32_t step;
@@ -139,7 +138,12 @@ class Tracer : public GenerateObserver {
   uint64_t step_start_ = 0;
   const Graph* graph_ = nullptr;
   const AllocPlan* plan_ = nullptr;
-  std::vector<std::vector<Span>> spans_;  // [thread][node]
+  // [thread][node]: the executor's ticks during the step, nanoseconds after to_ns() (on_step_end). Reset only for
+  // a new graph structure: each step of a graph writes the same slots (see ExecObserver::span_slots).
+  std::vector<std::vector<Span>> spans_;
+  // tick_count() and now_ns() read together before the graph runs and again after: ticks in between map linearly.
+  uint64_t ticks_before_ = 0, ns_before_ = 0;
+  void spans_to_ns();
   std::vector<trace::ValueStats> stats_;  // [node], with --trace-values
 
   // Whole run.
