@@ -14,7 +14,11 @@ namespace {
 typedef float Float4 __attribute__((vector_size(16)));
 typedef int32_t Int4 __attribute__((vector_size(16)));
 typedef float Float8 __attribute__((vector_size(32)));
-typedef int32_t Int8 __attribute__((vector_size(32)));
+typedef float Float16 __attribute__((vector_size(64)));
+typedef int32_t Int16 __attribute__((vector_size(64)));
+
+// The clones of the vocabulary-wide loops: AVX-512, AVX2 with FMA (x86-64-v3), and the baseline; chosen at load time.
+#define TT_VOCAB_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 // exp(x) for x <= 0 to about 2 ulp, four at a time, without libm (a call per element would cost a millisecond a
 // step on a 150k-token vocabulary). Range reduction x = n ln2 + r (Cody-Waite, two constants), |r| <= ln2/2,
@@ -40,26 +44,25 @@ template <typename Float, typename Int>
   x = p * two_n;
 }
 
-// Z = sum_i exp(l_i - m) and S = sum_i exp(l_i - m) (l_i - m) for l_i <= m: eight float lanes summed over chunks
-// of 256 logits (error < 1e-5 relative), chunks summed in double. Compiled twice (AVX2 and baseline), chosen at
-// load time: this is most of the landscape's cost.
-__attribute__((target_clones("avx2", "default"))) void softmax_moments(const float* l, size_t n, float m, double& z_sum,
-                                                                       double& s_sum) {
-  z_sum = 0, s_sum = 0;
-  constexpr size_t kChunk = 256;
+// Z = sum_i exp(l_i - m) and S = sum_i exp(l_i - m) (l_i - m) for l_i <= m: sixteen float lanes summed over
+// chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. This is most of the landscape's cost: the
+// polynomial's fused multiply-adds (x86-64-v3 and up) halve it, two independent vectors hide their latency.
+TT_VOCAB_CLONES void softmax_moments(const float* l, size_t n, float m, double& z_out, double& s_out) {
+  double z_sum = 0, s_sum = 0;  // locals: through the references every add would be a store
+  constexpr size_t kChunk = 1024;
   for (size_t begin = 0; begin < n; begin += kChunk) {
     const size_t end = std::min(n, begin + kChunk);
-    Float8 z8[2] = {}, s8[2] = {};  // two chains: the adds' latency, not their count, bounds this loop
+    Float16 z16[2] = {}, s16[2] = {};
     size_t i = begin;
-    for (; i + 16 <= end; i += 16)
+    for (; i + 32 <= end; i += 32)
       for (int h = 0; h < 2; ++h) {
-        Float8 d;
-        std::memcpy(&d, l + i + 8 * h, sizeof(d));
+        Float16 d;
+        std::memcpy(&d, l + i + 16 * h, sizeof(d));
         d -= m;
-        Float8 e = d;
-        exp_nonpositive<Float8, Int8>(e);
-        z8[h] += e;
-        s8[h] += e * d;
+        Float16 e = d;
+        exp_nonpositive<Float16, Int16>(e);
+        z16[h] += e;
+        s16[h] += e * d;
       }
     for (; i < end; ++i) {  // tail, padded with -inf distances (e = 0)
       Float4 d = Float4{} - 1000.0f;
@@ -69,8 +72,38 @@ __attribute__((target_clones("avx2", "default"))) void softmax_moments(const flo
       z_sum += e[0];
       s_sum += static_cast<double>(e[0]) * d[0];
     }
-    for (int j = 0; j < 8; ++j) z_sum += z8[0][j] + z8[1][j], s_sum += s8[0][j] + s8[1][j];
+    const Float16 z = z16[0] + z16[1], s = s16[0] + s16[1];
+    for (int j = 0; j < 16; ++j) z_sum += z[j], s_sum += s[j];
   }
+  z_out = z_sum, s_out = s_sum;
+}
+
+constexpr size_t kCandidateBlock = 64;
+
+// The first index >= i of a block of kCandidateBlock logits whose maximum is above threshold, or the start of the
+// tail (fewer left): the top-k pass looks at logits one by one only there. (A NaN is never above the threshold,
+// and consider() would not keep it either.) Lane-wise maxima, then halving: comparisons to a mask vector compile
+// to lane-by-lane moves.
+TT_VOCAB_CLONES size_t next_candidate_block(const float* l, size_t i, size_t n, float threshold) {
+  for (; i + kCandidateBlock <= n; i += kCandidateBlock) {
+    Float16 mx;
+    std::memcpy(&mx, l + i, sizeof(mx));
+    for (size_t j = 16; j < kCandidateBlock; j += 16) {
+      Float16 x;
+      std::memcpy(&x, l + i + j, sizeof(x));
+      mx = x > mx ? x : mx;
+    }
+    Float8 lo, hi;
+    std::memcpy(&lo, &mx, sizeof(lo));
+    std::memcpy(&hi, reinterpret_cast<const char*>(&mx) + sizeof(lo), sizeof(hi));
+    lo = hi > lo ? hi : lo;
+    Float4 a, b;
+    std::memcpy(&a, &lo, sizeof(a));
+    std::memcpy(&b, reinterpret_cast<const char*>(&lo) + sizeof(a), sizeof(b));
+    a = b > a ? b : a;
+    if (std::max(std::max(a[0], a[1]), std::max(a[2], a[3])) > threshold) return i;
+  }
+  return i;
 }
 
 }  // namespace
@@ -94,13 +127,13 @@ LogitLandscape logit_landscape(std::span<const float> logits, int k) {
     if (out.top.size() == keep) threshold = logits[out.top.back()];
   };
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    Float4 a, b;
-    std::memcpy(&a, logits.data() + i, sizeof(a));
-    std::memcpy(&b, logits.data() + i + 4, sizeof(b));
-    const Int4 above = (a > threshold) | (b > threshold) | (a != a) | (b != b);
-    if (out.top.size() == keep && !(above[0] | above[1] | above[2] | above[3])) continue;
-    for (size_t j = i; j < i + 8; ++j) consider(j);
+  while (i + kCandidateBlock <= n) {
+    if (out.top.size() == keep) {
+      i = next_candidate_block(logits.data(), i, n, threshold);
+      if (i + kCandidateBlock > n) break;
+    }
+    for (size_t j = i; j < i + kCandidateBlock; ++j) consider(j);
+    i += kCandidateBlock;
   }
   for (; i < n; ++i) consider(i);
   out.max_logit = logits[out.top[0]];
