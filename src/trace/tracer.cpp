@@ -40,8 +40,9 @@ namespace {
 // Sum, sum of squares (in double), min and max of v: vectors of the GCC/Clang extension with four independent
 // chains per sum (the add latency, not the loads, bounded the two-chain loop), cloned for AVX-512 and AVX2 with FMA
 // so the vocabulary-sized logits take a few microseconds a step.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void moments(const float* v, size_t n, double& sum, double& sum2,
-                                                               float& mn, float& mx) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void moments(const float* v, size_t n,
+                                                                                           double& sum, double& sum2,
+                                                                                           float& mn, float& mx) {
   typedef float Float8 __attribute__((vector_size(32)));
   typedef double Double4 __attribute__((vector_size(32)));
   Double4 s[4] = {}, q[4] = {};
@@ -563,25 +564,23 @@ bool Tracer::write_repeat_run(const StepOutcome& o, size_t first, size_t end) {
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{self_ns_};
   spans_to_ns();
-  const Tokenizer& tok = *model_.tokenizer;
   std::span<const float> logits = o.logits;
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
-  LogitLandscape land;
   ReadoutStats hidden_stats, logits_stats;
-  auto landscape = [&] { land = logit_landscape(logits, std::max(k, 2)); };  // top-k, gap, entropy
+  // The line is built in two halves of similar cost: on an idle worker the vocabulary-wide landscape and the
+  // line up to the entropy; on this thread the op records and readout statistics, which end the line.
+  auto landscape_and_line = [&] { write_step_line_head(o, k); };
   auto records = [&] {
     write_step_ops(o);
     hidden_stats = readout_stats(o.hidden);
     logits_stats = readout_stats(logits);
   };
   if (o.workers != nullptr && o.workers->size() > 1) {
-    // Two independent halves of similar cost: the op records and readout statistics on this thread, the
-    // vocabulary-wide landscape on an idle worker.
     std::exception_ptr failed[2];  // rethrown here: an exception must not leave the pool's job running
     o.workers->run([&](int ith) {
       try {
         if (ith == 0) records();
-        if (ith == 1) landscape();
+        if (ith == 1) landscape_and_line();
       } catch (...) {
         if (ith < 2) failed[ith] = std::current_exception();
       }
@@ -590,8 +589,38 @@ void Tracer::on_step_end(const StepOutcome& o) {
       if (e) std::rethrow_exception(e);
   } else {
     records();
-    landscape();
+    landscape_and_line();
   }
+  JsonLine& j = step_line_;
+  j.key("hidden_stats");
+  hidden_stats.write(j);
+  j.key("logits_stats");
+  logits_stats.write(j);
+  j.field("start_ns", o.start_ns - t0_)
+      .field("end_ns", o.end_ns - t0_)
+      .field("n_ops", static_cast<uint64_t>(graph_->nodes().size()))
+      .field("graph", step_graph_.back())
+      .end_object();
+  steps_pending_ += j.str();
+  steps_pending_ += '\n';
+  writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_,
+                    o.sampled.token, o.sampled.probability, true});
+  // Each buffer is written when it passes kFlushBytes (it is reserved twice that, so it never grows inside a
+  // step), and all of them at least every kFlushIntervalNs (what a killed run can lose): a write call costs 20-45
+  // us on this VM whatever its size, so small buffers are not written every few steps.
+  const uint64_t now = now_ns();
+  const bool interval = now - last_flush_ns_ >= kFlushIntervalNs;
+  if (interval || steps_pending_.size() >= trace::TraceWriter::kFlushBytes) flush_steps();
+  if (interval || node_times_.size() * sizeof(Span) >= trace::TraceWriter::kFlushBytes) flush_node_times();
+  if (interval || writer_.bytes_buffered() >= trace::TraceWriter::kFlushBytes) writer_.flush();
+  if (interval) last_flush_ns_ = now;
+  if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
+}
+
+void Tracer::write_step_line_head(const StepOutcome& o, int k) {
+  const Tokenizer& tok = *model_.tokenizer;
+  std::span<const float> logits = o.logits;
+  const LogitLandscape land = logit_landscape(logits, std::max(k, 2));  // top-k, gap, entropy
   auto text_of = [&](int32_t id) {
     return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string();
   };
@@ -628,33 +657,6 @@ void Tracer::on_step_end(const StepOutcome& o) {
   j.end_array();
   j.field("top1_top2_gap", land.top.size() > 1 ? logits[land.top[0]] - logits[land.top[1]] : 0.0f)
       .field("entropy", land.entropy);
-  j.key("hidden_stats");
-  hidden_stats.write(j);
-  j.key("logits_stats");
-  logits_stats.write(j);
-  j.field("start_ns", o.start_ns - t0_)
-      .field("end_ns", o.end_ns - t0_)
-      .field("n_ops", static_cast<uint64_t>(graph_->nodes().size()))
-      .field("graph", step_graph_.back())
-      .end_object();
-  // Kept until the flush: an ofstream writes a line of over 1 kB straight through (a syscall per step).
-  steps_pending_ += j.str();
-  steps_pending_ += '\n';
-  writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_, chosen,
-                    o.sampled.probability, true});
-  // Whole steps reach the files at least every kFlushIntervalNs: two write calls per step would be a large share
-  // of a small model's 100 us step, and a killed run loses at most that interval's steps. A buffer past
-  // kFlushBytes is written sooner, so it is not grown (copies, fresh pages) inside later steps.
-  const uint64_t now = now_ns();
-  if (now - last_flush_ns_ >= kFlushIntervalNs || writer_.bytes_buffered() >= trace::TraceWriter::kFlushBytes ||
-      steps_pending_.size() >= trace::TraceWriter::kFlushBytes ||
-      node_times_.size() * sizeof(Span) >= trace::TraceWriter::kFlushBytes) {
-    flush_steps();
-    flush_node_times();
-    writer_.flush();
-    last_flush_ns_ = now;
-  }
-  if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
 }
 
 void Tracer::flush_node_times() {

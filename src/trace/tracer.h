@@ -116,6 +116,8 @@ class Tracer : public GenerateObserver {
     GraphNames names;
   };
   void write_step_ops(const StepOutcome& outcome);
+  // Starts step_line_ (steps.jsonl): the step, its tokens, the logit landscape (computed here) up to the entropy.
+  void write_step_line_head(const StepOutcome& outcome, int k);
   std::string graph_key(const Graph& g);
   std::vector<uint8_t> key_bytes_;  // graph_key's scratch, reused
   std::string graph_json(const Graph& g) const;
@@ -181,7 +183,7 @@ class Tracer : public GenerateObserver {
   std::vector<unsigned char> mincore_buf_;
   trace::IoRecord io_record_;  // reused between ops
 
-  static constexpr uint64_t kFlushIntervalNs = 20'000'000;  // steps are written to the files at least this often
+  static constexpr uint64_t kFlushIntervalNs = 500'000'000;  // steps are written to the files at least this often
   uint64_t last_flush_ns_ = 0;
 
   // The tracer's own cost: time spent in its callbacks on the run's thread (where it delays the next step).
