@@ -72,14 +72,23 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 
 }  // namespace
 
-ReadoutStats readout_stats(std::span<const float> v) {
+ReadoutStats readout_moments(std::span<const float> v) {
   ReadoutStats r;
   if (v.empty()) return r;
   double s = 0, s2 = 0;
   moments(v.data(), v.size(), s, s2, r.min, r.max);
   r.mean = s / v.size();
   r.std = std::sqrt(std::max(0.0, s2 / v.size() - r.mean * r.mean));
-  r.hash = XXH3_64bits(v.data(), v.size_bytes());  // several times XXH64's speed: 128 KiB of logits in ~4 us
+  return r;
+}
+
+uint64_t readout_hash(std::span<const float> v) {
+  return XXH3_64bits(v.data(), v.size_bytes());  // several times XXH64's speed: 128 KiB of logits in ~4 us
+}
+
+ReadoutStats readout_stats(std::span<const float> v) {
+  ReadoutStats r = readout_moments(v);
+  r.hash = readout_hash(v);
   return r;
 }
 
@@ -567,13 +576,17 @@ void Tracer::on_step_end(const StepOutcome& o) {
   std::span<const float> logits = o.logits;
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
   ReadoutStats hidden_stats, logits_stats;
-  // The line is built in two halves of similar cost: on an idle worker the vocabulary-wide landscape and the
-  // line up to the entropy; on this thread the op records and readout statistics, which end the line.
-  auto landscape_and_line = [&] { write_step_line_head(o, k); };
+  uint64_t logits_hash = 0;
+  // Two halves of similar cost: on an idle worker the vocabulary-wide landscape, the line up to the entropy and
+  // the logits' moments; on this thread the op records and the readout hashes (the line's end).
+  auto landscape_and_line = [&] {
+    write_step_line_head(o, k);
+    logits_stats = readout_moments(logits);
+  };
   auto records = [&] {
     write_step_ops(o);
     hidden_stats = readout_stats(o.hidden);
-    logits_stats = readout_stats(logits);
+    logits_hash = readout_hash(logits);
   };
   if (o.workers != nullptr && o.workers->size() > 1) {
     std::exception_ptr failed[2];  // rethrown here: an exception must not leave the pool's job running
@@ -591,6 +604,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
     records();
     landscape_and_line();
   }
+  logits_stats.hash = logits_hash;
   JsonLine& j = step_line_;
   j.key("hidden_stats");
   hidden_stats.write(j);

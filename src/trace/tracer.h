@@ -36,7 +36,7 @@ struct TraceOptions {
   nlohmann::json to_json() const;
 };
 
-// Statistics of a float vector: min, max, mean, std, xxh64 of the bytes.
+// Statistics of a float vector: min, max, mean, std, XXH3-64 of the bytes.
 struct ReadoutStats {
   float min = 0, max = 0;
   double mean = 0, std = 0;
@@ -44,6 +44,8 @@ struct ReadoutStats {
   void write(JsonLine& j) const;  // {"min", "max", "mean", "std", "hash" (16 hex digits)}
 };
 ReadoutStats readout_stats(std::span<const float> v);
+ReadoutStats readout_moments(std::span<const float> v);  // all but the hash
+uint64_t readout_hash(std::span<const float> v);         // XXH3-64 of the bytes
 
 class Tracer : public GenerateObserver {
  public:
