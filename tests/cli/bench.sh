@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `tensortrace bench` on the bundled model: llama-bench's table with a row per phase (and per tracing mode with
+# --trace-overhead, plus the traced/untraced ratios), no run directory left behind, bad values refused.
+# Usage: tests/cli/bench.sh PATH/TO/tensortrace REPO_DIR
+set -uo pipefail
+bin=$1
+repo=$2
+model=$repo/models/stories260K.gguf
+failures=0
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/tt-cli-bench.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# The benchmark's traced runs write their run directories under TMPDIR and must remove them.
+if ! TMPDIR=$scratch "$bin" bench -m "$model" -p 8 -n 8 -t 2 -r 2 --trace-overhead >"$scratch/out" 2>"$scratch/err"; then
+  fail "bench --trace-overhead exited non-zero: $(cat "$scratch/err")"
+fi
+cat "$scratch/out"
+for mode in off on; do
+  for test in pp8 tg8; do
+    # | model | size | params | backend | threads | trace | test | t/s as mean ± std |
+    grep -Eq "^\| stories260K \| [^|]+ \| [^|]+ \| [^|]+ \| 2 \| ${mode} \| ${test} \| [0-9]+\.[0-9]+ ± [0-9]+\.[0-9]+ \|$" \
+      "$scratch/out" || fail "no table row for tracing $mode, $test"
+  done
+done
+grep -Eq '^\| [^|]+ \| [^|]+ \| [^|]+ \| [^|]+ \| 2 \| (off|on) \| (pp8|tg8) \| 0\.00 ' "$scratch/out" && fail "a rate of 0"
+for test in pp8 tg8; do
+  grep -Eq "^- ${test}: traced/untraced [0-9]+\.[0-9]{3} ± [0-9]+\.[0-9]{3} over 2 pairs \(overhead -?[0-9]+\.[0-9]%\)$" \
+    "$scratch/out" || fail "no overhead line for $test"
+done
+leftover=$(find "$scratch" -mindepth 1 -maxdepth 1 -name 'tt-bench-*' | head -1)
+[ -z "$leftover" ] || fail "run directory left behind: $leftover"
+
+# Without --trace-overhead: one mode, no ratio lines.
+"$bin" bench -m "$model" -p 0 -n 4 -t 1 -r 1 >"$scratch/plain" 2>/dev/null || fail "plain bench exited non-zero"
+[ "$(grep -c '| tg4 |' "$scratch/plain")" -eq 1 ] || fail "plain bench: expected one tg4 row: $(cat "$scratch/plain")"
+grep -q 'traced/untraced' "$scratch/plain" && fail "plain bench printed an overhead line"
+
+# Bad values: a clear error and a non-zero exit.
+for args in "-r 0" "-p 0 -n 0" "-t 0" "-n -3"; do
+  # shellcheck disable=SC2086
+  if "$bin" bench -m "$model" $args >/dev/null 2>"$scratch/err"; then
+    fail "bench $args exited 0"
+  elif ! [ -s "$scratch/err" ]; then
+    fail "bench $args: nothing on stderr"
+  fi
+done
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "bench: all checks passed"
