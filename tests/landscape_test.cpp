@@ -63,6 +63,22 @@ TEST(LogitLandscape, TiesKeepTheLowerIdAndKIsClamped) {
   EXPECT_EQ(got.top, (std::vector<int32_t>{1}));
 }
 
+// The top-k pass skips blocks by their lane maxima: a NaN must not hide a larger logit behind it in its lane.
+TEST(LogitLandscape, NaNDoesNotHideALaterLogitInItsBlock) {
+  std::vector<float> logits(4096);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = -static_cast<float>(i % 97) / 97.0f;
+  for (size_t nan_at : {1000u, 1024u, 4032u}) {
+    std::vector<float> l = logits;
+    l[nan_at] = NAN;
+    l[nan_at + 16] = 100.0f;  // same lane, same 64-logit block, after the NaN
+    l[nan_at + 33] = 50.0f;   // another lane
+    const LogitLandscape got = logit_landscape(l, 3);
+    ASSERT_GE(got.top.size(), 2u);
+    EXPECT_EQ(got.top[0], static_cast<int32_t>(nan_at + 16)) << "NaN at " << nan_at;
+    EXPECT_EQ(got.top[1], static_cast<int32_t>(nan_at + 33)) << "NaN at " << nan_at;
+  }
+}
+
 TEST(LogitLandscape, UniformAndCertainDistributions) {
   const std::vector<float> uniform(1000, 0.25f);
   EXPECT_NEAR(logit_landscape(uniform, 5).entropy, std::log(1000.0), 1e-6);

@@ -81,14 +81,13 @@ TT_VOCAB_CLONES void softmax_moments(const float* l, size_t n, float m, double& 
 constexpr size_t kCandidateBlock = 64;
 
 // The first index >= i of a block of kCandidateBlock logits whose maximum is above threshold, or the start of the
-// tail (fewer left): the top-k pass looks at logits one by one only there. (A NaN is never above the threshold,
-// and consider() would not keep it either.) Lane-wise maxima, then halving: comparisons to a mask vector compile
-// to lane-by-lane moves.
+// tail (fewer left): the top-k pass looks at logits one by one only there. (NaNs are skipped: never above the
+// threshold, and consider() would not keep them either.) Lane-wise maxima, then halving: comparisons to a mask vector
+// compile to lane-by-lane moves.
 TT_VOCAB_CLONES size_t next_candidate_block(const float* l, size_t i, size_t n, float threshold) {
   for (; i + kCandidateBlock <= n; i += kCandidateBlock) {
-    Float16 mx;
-    std::memcpy(&mx, l + i, sizeof(mx));
-    for (size_t j = 16; j < kCandidateBlock; j += 16) {
+    Float16 mx = Float16{} - INFINITY;  // not the first vector: a NaN lane would stay NaN and hide its successors
+    for (size_t j = 0; j < kCandidateBlock; j += 16) {
       Float16 x;
       std::memcpy(&x, l + i + j, sizeof(x));
       mx = x > mx ? x : mx;
