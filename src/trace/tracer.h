@@ -142,7 +142,7 @@ class Tracer : public GenerateObserver {
   uint64_t step_start_ = 0;
   const Graph* graph_ = nullptr;
   const AllocPlan* plan_ = nullptr;
-  // [thread][node]: the executor's ticks during the step, nanoseconds after to_ns() (on_step_end). Reset only for
+  // [thread][node]: the executor's ticks during the step, nanoseconds after spans_to_ns() (on_step_end). Reset only for
   // a new graph structure: each step of a graph writes the same slots (see ExecObserver::span_slots).
   std::vector<std::vector<Span>> spans_;
   // tick_count() and now_ns() read together before the graph runs and again after: ticks in between map linearly.
