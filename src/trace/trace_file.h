@@ -71,7 +71,8 @@ class TraceWriter {
   void span(const SpanRecord& s);
   void step_end(const StepMarker& m);
   void io(const IoRecord& r);
-  // Pushes buffered records to the file (called at the end of every step, so a kill loses at most one step).
+  // Pushes buffered records to the file (the tracer calls it after whole steps: past kFlushBytes, at least every
+  // 500 ms, and at the end).
   void flush();
   uint64_t bytes_written() const { return bytes_written_ + buffer_.size(); }
   uint64_t bytes_buffered() const { return buffer_.size(); }

@@ -322,14 +322,9 @@ std::string Tracer::graph_json(const Graph& g) const {
 
 void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   SelfTimer timer{self_ns_};
-  const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
   graph_ = &g;
   plan_ = &plan;
   const size_t n = g.nodes().size();
-  if (!same_structure) {
-    spans_.resize(n_threads_);
-    for (auto& s : spans_) s.assign(n, Span{});
-  }
   if (wants_node_done()) stats_.assign(n, trace::ValueStats{});
   if (options_.io) {
     io_slots_.resize(n_threads_);
@@ -340,7 +335,11 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   }
   if (prefetcher_) prefetcher_->on_graph_ready(g, step_);
 
+  // A graph seen again unchanged (a patched generation step) keeps its key, names and span slots.
+  const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
   if (!same_structure) {
+    spans_.resize(n_threads_);
+    for (auto& s : spans_) s.assign(n, Span{});
     auto [it, first_seen] = graphs_.try_emplace(graph_key(g));
     KnownGraph& known = it->second;
     if (first_seen) {
