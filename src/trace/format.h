@@ -8,7 +8,8 @@
 namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
-constexpr uint32_t kVersion = 4;  // written; versions 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS) still read
+// Written: 5. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES).
+constexpr uint32_t kVersion = 5;
 constexpr uint32_t kMinVersion = 1;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
 
@@ -27,6 +28,14 @@ enum class RecordKind : uint8_t {
   // u64 base_ns, then per node and worker u32 start, u32 end (ns after base_ns; both 0xFFFFFFFF: no share):
   // OP_REPEAT of `count` consecutive nodes with every worker's span (SPAN records for non-view nodes).
   OP_REPEATS = 8,
+  // version 5: u32 step, u32 node, u8 phase, i32 pos_begin, i32 pos_end, u16 thread, u16 n_threads, u64 start_ns,
+  // u64 end_ns, u32 n_changes, then per change u32 field, u64 delta: the node's previous record with these fields
+  // replaced and delta added (mod 2^64) to each listed field of its placement (op_fields); the deltas become the
+  // node's stride (unlisted fields: 0).
+  OP_DELTA = 9,
+  // version 5: OP_REPEATS' layout; each node's previous record with its stride added to its placement fields
+  // (a node's stride is 0 after an OP record): a KV-cache op advancing one position per step needs no more.
+  OP_ADVANCES = 10,
 };
 constexpr uint32_t kNoShare = 0xFFFFFFFF;
 

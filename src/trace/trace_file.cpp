@@ -47,6 +47,8 @@ class Reader {
   size_t n_, pos_ = 0;
 };
 
+constexpr uint32_t kMaxNodes = 1u << 24;  // a record's node index past this is corruption (not a huge allocation)
+
 RangeRecord get_range(Reader& r) {
   RangeRecord x;
   x.pool = static_cast<Pool>(r.get<uint8_t>());
@@ -212,8 +214,8 @@ void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
   ++op_count_;
 }
 
-void TraceWriter::op_repeat(const OpRecord& r) {
-  begin_record(RecordKind::OP_REPEAT);
+void TraceWriter::op_delta(const OpRecord& r, std::span<const std::pair<uint32_t, uint64_t>> changes) {
+  begin_record(RecordKind::OP_DELTA);
   put<uint32_t>(buffer_, r.step);
   put<uint32_t>(buffer_, r.node);
   put<uint8_t>(buffer_, static_cast<uint8_t>(r.phase));
@@ -223,14 +225,19 @@ void TraceWriter::op_repeat(const OpRecord& r) {
   put<uint16_t>(buffer_, r.n_threads);
   put<uint64_t>(buffer_, r.start_ns);
   put<uint64_t>(buffer_, r.end_ns);
+  put<uint32_t>(buffer_, static_cast<uint32_t>(changes.size()));
+  for (const auto& [field, delta] : changes) {
+    put<uint32_t>(buffer_, field);
+    put<uint64_t>(buffer_, delta);
+  }
   end_record();
   ++op_count_;
 }
 
-void TraceWriter::op_repeats(const RepeatRun& run, std::span<const uint32_t> times, uint64_t n_spans) {
-  TT_CHECK(times.size() == static_cast<size_t>(run.count) * run.n_threads * 2, "OP_REPEATS of {} nodes with {} times",
+void TraceWriter::op_advances(const AdvanceRun& run, std::span<const uint32_t> times, uint64_t n_spans) {
+  TT_CHECK(times.size() == static_cast<size_t>(run.count) * run.n_threads * 2, "OP_ADVANCES of {} nodes with {} times",
            run.count, times.size());
-  begin_record(RecordKind::OP_REPEATS);
+  begin_record(RecordKind::OP_ADVANCES);
   put<uint32_t>(buffer_, run.step);
   put<uint8_t>(buffer_, static_cast<uint8_t>(run.phase));
   put<int32_t>(buffer_, run.pos_begin);
@@ -257,10 +264,27 @@ TraceContents read_trace(const std::string& path) {
     fail("'{}': trace format version {} is not supported (expected {} to {})", path, out.version, kMinVersion,
          kVersion);
   std::vector<std::string> strings;
-  std::vector<OpRecord> last_op;  // by node index: the node's most recent record (for OP_REPEAT)
+  // By node index: the node's most recent record (OP_REPEAT... restore from it), and its stride (OP_DELTA sets it,
+  // OP_ADVANCES adds it; empty: 0).
+  std::vector<OpRecord> last_op;
+  std::vector<std::vector<uint64_t>> stride;
+  std::vector<uint64_t> fields;  // scratch
   auto remember = [&](const OpRecord& o) {
-    if (o.node >= last_op.size()) last_op.resize(o.node + 1);
+    if (o.node >= kMaxNodes) fail("node index {} beyond any graph", o.node);
+    if (o.node >= last_op.size()) last_op.resize(o.node + 1), stride.resize(o.node + 1);
     last_op[o.node] = o;
+  };
+  auto previous = [&](uint32_t node, uint32_t step, const char* kind) -> const OpRecord& {
+    if (node >= last_op.size() || last_op[node].op == OpKind::kCount)
+      fail("{} of node {} (step {}) before any OP record of that node", kind, node, step);
+    return last_op[node];
+  };
+  auto advance = [&](OpRecord& o, const std::vector<uint64_t>& d) {
+    placement_fields(o, fields);
+    if (d.size() != fields.size())
+      fail("stride of {} fields for node {}, which has {}", d.size(), o.node, fields.size());
+    for (size_t i = 0; i < d.size(); ++i) fields[i] += d[i];
+    set_placement_fields(o, fields);
   };
   auto str = [&](uint32_t id) -> const std::string& {
     if (id >= strings.size()) fail("'{}': record refers to undefined string {}", path, id);
@@ -368,15 +392,17 @@ TraceContents read_trace(const std::string& path) {
             o.stats.hash = r.get<uint64_t>();
           }
           remember(o);
+          stride[o.node].clear();
           out.ops.push_back(std::move(o));
           break;
         }
-        case RecordKind::OP_REPEAT: {
-          if (out.version < 3) fail("OP_REPEAT record in a version {} trace", out.version);
+        case RecordKind::OP_REPEAT:
+        case RecordKind::OP_DELTA: {
+          const bool delta = kind == RecordKind::OP_DELTA;
+          if (out.version < (delta ? 5u : 3u))
+            fail("{} record in a version {} trace", delta ? "OP_DELTA" : "OP_REPEAT", out.version);
           const uint32_t step = r.get<uint32_t>(), node = r.get<uint32_t>();
-          if (node >= last_op.size() || last_op[node].op == OpKind::kCount)
-            fail("OP_REPEAT of node {} (step {}) before any OP record of that node", node, step);
-          OpRecord o = last_op[node];
+          OpRecord o = previous(node, step, delta ? "OP_DELTA" : "OP_REPEAT");
           o.step = step;
           o.phase = static_cast<Phase>(r.get<uint8_t>());
           o.pos_begin = r.get<int32_t>();
@@ -385,11 +411,31 @@ TraceContents read_trace(const std::string& path) {
           o.n_threads = r.get<uint16_t>();
           o.start_ns = r.get<uint64_t>();
           o.end_ns = r.get<uint64_t>();
+          std::vector<uint64_t>& d = stride[node];
+          d.clear();
+          if (delta) {
+            const uint32_t n_changes = r.get<uint32_t>();
+            placement_fields(o, fields);
+            if (n_changes > fields.size())
+              fail("{} changes to the {} placement fields of node {}", n_changes, fields.size(), node);
+            d.assign(fields.size(), 0);
+            for (uint32_t c = 0; c < n_changes; ++c) {
+              const uint32_t field = r.get<uint32_t>();
+              if (field >= fields.size())
+                fail("change to field {} of node {}, which has {}", field, node, fields.size());
+              d[field] = r.get<uint64_t>();
+            }
+            advance(o, d);
+          }
+          remember(o);
           out.ops.push_back(std::move(o));
           break;
         }
-        case RecordKind::OP_REPEATS: {
-          if (out.version < 4) fail("OP_REPEATS record in a version {} trace", out.version);
+        case RecordKind::OP_REPEATS:
+        case RecordKind::OP_ADVANCES: {
+          const bool advances = kind == RecordKind::OP_ADVANCES;
+          const char* kind_name = advances ? "OP_ADVANCES" : "OP_REPEATS";
+          if (out.version < (advances ? 5u : 4u)) fail("{} record in a version {} trace", kind_name, out.version);
           const uint32_t step = r.get<uint32_t>();
           const auto phase = static_cast<Phase>(r.get<uint8_t>());
           const int32_t pos_begin = r.get<int32_t>(), pos_end = r.get<int32_t>();
@@ -398,9 +444,8 @@ TraceContents read_trace(const std::string& path) {
           const uint64_t base = r.get<uint64_t>();
           if (static_cast<uint64_t>(count) * n_threads * 8 > len) fail("{} nodes exceed the record", count);
           for (uint32_t node = first; node - first < count; ++node) {
-            if (node >= last_op.size() || last_op[node].op == OpKind::kCount)
-              fail("OP_REPEATS of node {} (step {}) before any OP record of that node", node, step);
-            OpRecord o = last_op[node];
+            OpRecord o = previous(node, step, kind_name);
+            if (advances && !stride[node].empty()) advance(o, stride[node]);
             o.step = step;
             o.phase = phase;
             o.pos_begin = pos_begin;
@@ -421,6 +466,7 @@ TraceContents read_trace(const std::string& path) {
             o.thread = static_cast<uint16_t>(std::max(first_thread, 0));
             o.start_ns = start == UINT64_MAX ? 0 : start;
             o.end_ns = end == 0 ? o.start_ns : end;
+            remember(o);
             out.ops.push_back(std::move(o));
           }
           break;

@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "trace/format.h"
@@ -51,12 +52,15 @@ class TraceWriter {
   // An op with its strings already interned: ids[0] the op name, ids[1] the output, ids[2 + k] input k (the
   // record's own name fields are not read). The tracer interns them once per graph, not once per record.
   void op(const OpRecord& r, const uint32_t* ids);
-  // An op whose record equals the previous record of the same node index but for the per-step fields.
-  void op_repeat(const OpRecord& r);
-  // Version 4: OP_REPEAT records of nodes [first_node, first_node + count) of a step, with their workers' spans:
-  // `times` holds count * n_threads (start, end) pairs in ns after base_ns (kNoShare, kNoShare: no share);
-  // n_spans is how many of them stand for SPAN records (shares of non-view nodes).
-  struct RepeatRun {
+  // Version 5, an op whose record is the previous record of the same node index but for the per-step fields (r's
+  // step, node, phase, positions, thread, n_threads, times) and the placement fields listed in `changes`: (field
+  // index in for_each_placement_field's order, delta to add mod 2^64). The deltas are the node's new stride.
+  void op_delta(const OpRecord& r, std::span<const std::pair<uint32_t, uint64_t>> changes);
+  // Version 5: nodes [first_node, first_node + count) of a step, each its previous record advanced by its stride
+  // (0 after an OP record), with their workers' spans: `times` holds count * n_threads (start, end) pairs in ns
+  // after base_ns (kNoShare, kNoShare: no share); n_spans is how many of them stand for SPAN records (shares of
+  // non-view nodes).
+  struct AdvanceRun {
     uint32_t step = 0;
     Phase phase = Phase::PROMPT;
     int32_t pos_begin = 0, pos_end = 0;
@@ -64,7 +68,7 @@ class TraceWriter {
     uint16_t n_threads = 0;
     uint64_t base_ns = 0;
   };
-  void op_repeats(const RepeatRun& run, std::span<const uint32_t> times, uint64_t n_spans);
+  void op_advances(const AdvanceRun& run, std::span<const uint32_t> times, uint64_t n_spans);
   // Id of a string in the trace's string table; its STRING record is emitted before any record that uses it.
   uint32_t intern(const std::string& s);
   const std::string& string_of(uint32_t id) const { return *names_[id]; }

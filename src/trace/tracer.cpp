@@ -455,7 +455,7 @@ void Tracer::on_node_done(int node, const Node& n) {
   stats_[node] = s;
 }
 
-void Tracer::write_full_op(trace::OpRecord& r, const Node& n, size_t i) {
+void Tracer::fill_placement(trace::OpRecord& r, const Node& n) {
   fill_tensor(r.out, *n.out);
   r.write = to_record(n.write);
   r.fused = n.fused;
@@ -465,30 +465,64 @@ void Tracer::write_full_op(trace::OpRecord& r, const Node& n, size_t i) {
     r.inputs[k].ranges.clear();
   }
   for (const ByteRange& br : n.reads) r.inputs[br.input].ranges.push_back(to_record(br));
-  r.has_stats = !stats_.empty() && !op_is_view(n.op);
-  if (r.has_stats) r.stats = stats_[i];
-  writer_.op(r, &names_->ids[names_->node_offset[i]]);
+}
+
+Tracer::RecordChoice Tracer::choose_record(size_t i) {
+  NodeFields& f = fields_[i];
+  // Same graph as the previous step: a node touching only step-independent bytes has the same placement again.
+  if (names_->repeatable[i] && !f.moving) return RecordChoice::ADVANCE;
+  trace::OpRecord& r = record_;
+  fill_placement(r, graph_->nodes()[i]);
+  trace::placement_layout(r, layout_scratch_);
+  if (layout_scratch_ != f.layout) return RecordChoice::FULL;
+  trace::placement_fields(r, fields_scratch_);
+  bool advances = true;
+  changes_.clear();
+  for (size_t k = 0; k < fields_scratch_.size(); ++k) {
+    const uint64_t d = fields_scratch_[k] - f.last[k];  // mod 2^64, as the reader adds it
+    advances = advances && d == (f.moving ? f.stride[k] : 0);
+    if (d) changes_.emplace_back(static_cast<uint32_t>(k), d);
+  }
+  f.last.swap(fields_scratch_);
+  if (advances) return RecordChoice::ADVANCE;
+  f.stride.assign(f.last.size(), 0);
+  for (const auto& [k, d] : changes_) f.stride[k] = d;
+  f.moving = !changes_.empty();
+  return RecordChoice::DELTA;
 }
 
 void Tracer::write_step_ops(const StepOutcome& o) {
   const size_t n = graph_->nodes().size();
-  // A node's record may be an OP_REPEAT when the graph is the previous step's and the node reads and writes only
-  // step-independent bytes (no cache positions, no token rows): then only its times, threads and step differ.
-  // Runs of such nodes go out as one OP_REPEATS record (unless IO records must follow each op).
-  const bool repeat_ok = options_.compact && stats_.empty() && names_ == previous_names_;
+  // Version 5 records: on a step of the same graph as the previous step (and without value statistics), a node's
+  // record is its previous one with new times and positions, advanced by its stride (OP_ADVANCES; runs of
+  // consecutive nodes in one record) or with listed changes that become its stride (OP_DELTA): cache views grow one
+  // position a step, so after one OP_DELTA they advance; token rows (GET_ROWS) change arbitrarily. Otherwise a full
+  // OP record. The choice compares the node's placement with the previous record's plus stride exactly, so the
+  // reader restores every record whole.
+  const bool compact = options_.compact && stats_.empty() && names_ == previous_names_;
   previous_names_ = names_;
-  for (size_t i = 0; i < n;) {
-    if (repeat_ok && !options_.io && names_->repeatable[i]) {
-      size_t end = i + 1;
-      while (end < n && names_->repeatable[end]) ++end;
-      if (write_repeat_run(o, i, end)) {
-        i = end;
-        continue;
-      }
+  if (fields_.size() < n) fields_.resize(n);
+  size_t run_begin = n;  // first node of the pending OP_ADVANCES run (n: none)
+  auto end_run = [&](size_t end) {
+    if (run_begin == n) return;
+    if (!write_advance_run(o, run_begin, end))
+      for (size_t k = run_begin; k < end; ++k) write_op(o, k, RecordChoice::FULL);
+    run_begin = n;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const RecordChoice choice = compact ? choose_record(i) : RecordChoice::FULL;
+    if (choice == RecordChoice::ADVANCE) {
+      if (run_begin == n) run_begin = i;
+    } else {
+      end_run(i);
+      write_op(o, i, choice);
     }
-    write_op(o, i, repeat_ok && names_->repeatable[i]);
-    ++i;
+    if (options_.io) {  // each op's IO record follows it
+      end_run(i + 1);
+      write_io(i);
+    }
   }
+  end_run(n);
   // Buffer timeline: allocations when their node starts, frees when it ends. The events themselves are the
   // graph's (cached with its names); a step keeps only the run thread's node times, expanded into buffers.json
   // by finish(). They go to a scratch file with each flush: memory that grows with the run costs a step far more
@@ -498,7 +532,7 @@ void Tracer::write_step_ops(const StepOutcome& o) {
   node_times_.insert(node_times_.end(), spans_[0].begin(), spans_[0].end());
 }
 
-void Tracer::write_op(const StepOutcome& o, size_t i, bool repeat) {
+void Tracer::write_op(const StepOutcome& o, size_t i, RecordChoice choice) {
   const Node& n = graph_->nodes()[i];
   trace::OpRecord& r = record_;
   r.step = static_cast<uint32_t>(o.step);
@@ -523,32 +557,43 @@ void Tracer::write_op(const StepOutcome& o, size_t i, bool repeat) {
   r.n_threads = static_cast<uint16_t>(workers);
   r.start_ns = start == UINT64_MAX ? 0 : start - t0_;
   r.end_ns = end == 0 ? r.start_ns : end - t0_;
-  if (repeat) {
-    writer_.op_repeat(r);
-  } else {
-    write_full_op(r, n, i);
+  if (choice == RecordChoice::DELTA) {  // choose_record() filled changes_
+    writer_.op_delta(r, changes_);
+    return;
   }
-  if (options_.io && !io_ranges_[i].empty()) {
-    trace::IoRecord& io = io_record_;
-    io.step = r.step;
-    io.node = r.node;
-    io.page_bytes = static_cast<uint32_t>(page_bytes());
-    io.ranges = io_ranges_[i];
-    io.workers.clear();
-    for (int t = 0; t < n_threads_; ++t)
-      if (spans_[t][i].start || spans_[t][i].end) io.workers.push_back(io_workers_[t][i]);
-    writer_.io(io);
+  fill_placement(r, n);
+  r.has_stats = !stats_.empty() && !op_is_view(n.op);
+  if (r.has_stats) r.stats = stats_[i];
+  writer_.op(r, &names_->ids[names_->node_offset[i]]);
+  if (options_.compact) {  // the reader's state after an OP record: these fields, stride 0
+    NodeFields& f = fields_[i];
+    trace::placement_layout(r, f.layout);
+    trace::placement_fields(r, f.last);
+    f.moving = false;
   }
 }
 
-bool Tracer::write_repeat_run(const StepOutcome& o, size_t first, size_t end) {
+void Tracer::write_io(size_t i) {
+  if (io_ranges_[i].empty()) return;
+  trace::IoRecord& io = io_record_;
+  io.step = static_cast<uint32_t>(step_);
+  io.node = static_cast<uint32_t>(i);
+  io.page_bytes = static_cast<uint32_t>(page_bytes());
+  io.ranges = io_ranges_[i];
+  io.workers.clear();
+  for (int t = 0; t < n_threads_; ++t)
+    if (spans_[t][i].start || spans_[t][i].end) io.workers.push_back(io_workers_[t][i]);
+  writer_.io(io);
+}
+
+bool Tracer::write_advance_run(const StepOutcome& o, size_t first, size_t end) {
   // Times as u32 ns after the run's earliest start: a run lasting over 4.2 s goes out node by node instead.
   uint64_t base = UINT64_MAX;
   for (int t = 0; t < n_threads_; ++t)
     for (size_t i = first; i < end; ++i)
       if (spans_[t][i].start || spans_[t][i].end) base = std::min(base, spans_[t][i].start);
   if (base == UINT64_MAX) base = t0_;
-  std::vector<uint32_t>& times = repeat_times_;
+  std::vector<uint32_t>& times = run_times_;
   times.clear();
   uint64_t n_spans = 0;
   for (size_t i = first; i < end; ++i) {
@@ -563,9 +608,9 @@ bool Tracer::write_repeat_run(const StepOutcome& o, size_t first, size_t end) {
       n_spans += !names_->view[i];
     }
   }
-  writer_.op_repeats({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, static_cast<uint32_t>(first),
-                      static_cast<uint32_t>(end - first), static_cast<uint16_t>(n_threads_), base - t0_},
-                     times, n_spans);
+  writer_.op_advances({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, static_cast<uint32_t>(first),
+                       static_cast<uint32_t>(end - first), static_cast<uint16_t>(n_threads_), base - t0_},
+                      times, n_spans);
   return true;
 }
 

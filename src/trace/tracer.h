@@ -31,8 +31,8 @@ struct TraceOptions {
   bool check_finite = false;  // --check-finite: stop at the first NaN/Inf
   int logit_top_k = 10;       // tokens in each step's logit landscape
   bool io = false;            // --io-trace: page-cache residency before each op, faults and storage reads during it
-  bool compact = true;        // OP_REPEAT records for ops whose record only differs from the previous step's in
-                              // times, threads and positions (the reader restores them whole)
+  bool compact = true;        // OP_ADVANCES / OP_DELTA records for ops whose record follows from the previous step's
+                              // (the reader restores them whole); false: a full OP record per op
   nlohmann::json to_json() const;
 };
 
@@ -106,12 +106,27 @@ class Tracer : public GenerateObserver {
     size_t explicit_end;  // buffer_events_ recorded before this step's arena events
     uint64_t arena_bytes, scratch_bytes, static_bytes;
   };
-  void write_full_op(trace::OpRecord& r, const Node& n, size_t i);
-  // Node i's records: its workers' SPANs, then an OP_REPEAT (repeat) or a full OP, then its IO record.
-  void write_op(const StepOutcome& o, size_t i, bool repeat);
-  // Nodes [first, end), all repeatable, as one OP_REPEATS record; false (nothing written) when it cannot hold them.
-  bool write_repeat_run(const StepOutcome& o, size_t first, size_t end);
-  std::vector<uint32_t> repeat_times_;  // write_repeat_run's scratch, reused
+  // How a node's record goes out on a compact step (write_step_ops): advanced by its stride, with changes, or whole.
+  enum class RecordChoice { ADVANCE, DELTA, FULL };
+  // The reader's view of node i's placement fields (trace::for_each_placement_field) after its latest record: the
+  // record's layout and fields, and its stride (set by OP_DELTA, 0 after OP: moving false).
+  struct NodeFields {
+    std::vector<uint32_t> layout;
+    std::vector<uint64_t> last, stride;
+    bool moving = false;
+  };
+  std::vector<NodeFields> fields_;       // [node]; kept only with options_.compact
+  RecordChoice choose_record(size_t i);  // updates fields_[i] for ADVANCE and DELTA (changes_: the deltas)
+  std::vector<std::pair<uint32_t, uint64_t>> changes_;
+  std::vector<uint32_t> layout_scratch_;
+  std::vector<uint64_t> fields_scratch_;
+  void fill_placement(trace::OpRecord& r, const Node& n);  // every field of the op's tensors and ranges
+  // Node i's SPAN records, then its OP_DELTA (choose_record's changes_) or OP record.
+  void write_op(const StepOutcome& o, size_t i, RecordChoice choice);
+  void write_io(size_t i);  // node i's IO record (--io-trace)
+  // Nodes [first, end) as one OP_ADVANCES record; false (nothing written) when it cannot hold their times.
+  bool write_advance_run(const StepOutcome& o, size_t first, size_t end);
+  std::vector<uint32_t> run_times_;  // write_advance_run's scratch, reused
   GraphNames intern_graph(const Graph& g, const AllocPlan& plan);
   struct KnownGraph {
     int id = 0;  // graphs/graph-<id>.json
