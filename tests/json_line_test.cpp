@@ -12,7 +12,11 @@ namespace {
 
 TEST(JsonLine, RoundTripsThroughAParser) {
   JsonLine j;
-  j.begin_object().field("step", int32_t{3}).field("phase", "GENERATE").field("p", 0.25).field("big", uint64_t{1} << 63);
+  j.begin_object()
+      .field("step", int32_t{3})
+      .field("phase", "GENERATE")
+      .field("p", 0.25)
+      .field("big", uint64_t{1} << 63);
   j.begin_array("ids");
   for (int32_t v : {1, -2, 3}) j.value(v);
   j.end_array();
@@ -36,6 +40,26 @@ TEST(JsonLine, RoundTripsThroughAParser) {
   j.clear();
   j.begin_object().field("again", int32_t{1}).end_object();
   EXPECT_EQ(j.str(), "{\"again\":1}");
+}
+
+TEST(JsonLine, FloatsPrintTheirShortestTextAndReadBackExactly) {
+  JsonLine j;
+  j.begin_object().begin_array("v");
+  for (float v : {0.1f, 1.0f / 3.0f, -2.5e-30f, 3.4028235e38f, 1e-45f}) j.value(v);
+  j.end_array().end_object();
+  EXPECT_EQ(j.str().substr(0, 10), "{\"v\":[0.1,") << j.str();  // not 0.10000000149011612
+  const nlohmann::json parsed = nlohmann::json::parse(j.str())["v"];
+  ASSERT_EQ(parsed.size(), 5u);
+  EXPECT_EQ(parsed[1].get<float>(), 1.0f / 3.0f);
+  EXPECT_EQ(parsed[2].get<float>(), -2.5e-30f);
+  EXPECT_EQ(parsed[3].get<float>(), 3.4028235e38f);
+  EXPECT_EQ(parsed[4].get<float>(), 1e-45f);
+}
+
+TEST(JsonLine, PlainPrefixThenEscapes) {
+  JsonLine j;
+  j.value(std::string_view("plain ascii then \"quote\"\n and \xc3\xa9"));
+  EXPECT_EQ(j.str(), "\"plain ascii then \\\"quote\\\"\\n and \xc3\xa9\"");
 }
 
 TEST(JsonLine, InvalidUtf8BecomesReplacementCharacters) {

@@ -1,5 +1,6 @@
 #include "trace/json_line.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <cmath>
@@ -41,10 +42,31 @@ JsonLine& JsonLine::key(std::string_view k) {
   return *this;
 }
 
+namespace {
+
+// Formats into a stack buffer, then one append (a back_inserter into the string appends character by character).
+template <typename T>
+void append_number(std::string& out, T v) {
+  char buf[40];
+  const char* end = fmt::format_to(buf, FMT_COMPILE("{}"), v);
+  out.append(buf, static_cast<size_t>(end - buf));
+}
+
+}  // namespace
+
 JsonLine& JsonLine::value(double v) {
   separate();
   if (std::isfinite(v))
-    fmt::format_to(std::back_inserter(out_), "{}", v);
+    append_number(out_, v);
+  else
+    out_ += "null";
+  return *this;
+}
+
+JsonLine& JsonLine::value(float v) {
+  separate();
+  if (std::isfinite(v))
+    append_number(out_, v);
   else
     out_ += "null";
   return *this;
@@ -52,13 +74,13 @@ JsonLine& JsonLine::value(double v) {
 
 JsonLine& JsonLine::value(int64_t v) {
   separate();
-  fmt::format_to(std::back_inserter(out_), "{}", v);
+  append_number(out_, v);
   return *this;
 }
 
 JsonLine& JsonLine::value(uint64_t v) {
   separate();
-  fmt::format_to(std::back_inserter(out_), "{}", v);
+  append_number(out_, v);
   return *this;
 }
 
@@ -112,7 +134,15 @@ size_t utf8_sequence(std::string_view s, size_t i) {
 
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';
-  for (size_t i = 0; i < s.size();) {
+  // Most strings (keys, ASCII token pieces) need no escape: copied whole.
+  const auto plain = [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+  };
+  size_t i = 0;
+  while (i < s.size() && plain(s[i])) ++i;
+  out.append(s.substr(0, i));
+  while (i < s.size()) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c == '"' || c == '\\') {
       out += '\\';

@@ -27,7 +27,7 @@ class JsonLine {
   JsonLine& value(uint64_t v);
   JsonLine& value(int32_t v) { return value(static_cast<int64_t>(v)); }
   JsonLine& value(uint32_t v) { return value(static_cast<uint64_t>(v)); }
-  JsonLine& value(float v) { return value(static_cast<double>(v)); }
+  JsonLine& value(float v);  // the shortest text that reads back as this float (not as the double it widens to)
   JsonLine& value(bool v);
   JsonLine& value(std::string_view s);
   JsonLine& value(const char* s) { return value(std::string_view(s)); }
