@@ -26,14 +26,21 @@ void BM_LogitLandscape(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(logit_landscape(logits, 10));
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
-BENCHMARK(BM_LogitLandscape)->Arg(32000)->Arg(151936);
+BENCHMARK(BM_LogitLandscape)->Arg(512)->Arg(32000)->Arg(151936);
 
 void BM_ReadoutStats(benchmark::State& state) {
   const std::vector<float> logits = random_logits(state.range(0));
   for (auto _ : state) benchmark::DoNotOptimize(readout_stats(logits));
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
-BENCHMARK(BM_ReadoutStats)->Arg(32000);
+BENCHMARK(BM_ReadoutStats)->Arg(512)->Arg(32000);
+
+void BM_ReadoutHash(benchmark::State& state) {
+  const std::vector<float> logits = random_logits(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(readout_hash(logits));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_ReadoutHash)->Arg(32000)->Arg(151936);
 
 // A steps.jsonl line's fields as the tracer writes them: step, positions, tokens, top-10 (id, text, logit,
 // probability), gap, entropy and two readout statistics.

@@ -1,11 +1,12 @@
 // The GGUF reader on real files: memory maps agree exactly with llama.cpp's gguf-py (shared/reference/memory-map).
+#include "gguf/gguf.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "gguf/gguf.h"
 #include "gguf/memory_map.h"
 #include "support/paths.h"
 

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "trace/hash.h"
 #include "trace/tracer.h"
 
 namespace tt {
@@ -18,6 +19,7 @@ struct Direct {
   std::vector<int32_t> order;
   double entropy = 0;
   std::vector<double> p;
+  double min = 0, mean = 0, std = 0;
 };
 
 Direct direct(const std::vector<float>& logits) {
@@ -33,6 +35,11 @@ Direct direct(const std::vector<float>& logits) {
     d.p.push_back(p);
     if (p > 0) d.entropy -= p * std::log(p);
   }
+  d.min = *std::min_element(logits.begin(), logits.end());
+  for (float l : logits) d.mean += l;
+  d.mean /= static_cast<double>(logits.size());
+  for (float l : logits) d.std += (l - d.mean) * (l - d.mean);
+  d.std = std::sqrt(d.std / static_cast<double>(logits.size()));
   return d;
 }
 
@@ -50,6 +57,25 @@ TEST(LogitLandscape, MatchesDirectComputationOnAVocabulary) {
       EXPECT_NEAR(got.prob(logits[got.top[i]]), want.p[got.top[i]], 1e-6 * want.p[got.top[i]] + 1e-12);
     }
     EXPECT_NEAR(got.entropy, want.entropy, 1e-5 * std::max(1.0, want.entropy)) << "spread " << spread;
+    EXPECT_EQ(got.min_logit, want.min) << "spread " << spread;
+    EXPECT_NEAR(got.mean_logit, want.mean, 1e-6 * spread) << "spread " << spread;
+    EXPECT_NEAR(got.std_logit, want.std, 1e-6 * want.std) << "spread " << spread;
+  }
+}
+
+// The moments for lengths that exercise the vector body, the chunk boundary and the scalar tail, with a mean far
+// from zero (the variance is computed from distances to the maximum).
+TEST(LogitLandscape, MomentsAtEveryLength) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(25.0f, 3.0f);
+  for (size_t n : {1u, 2u, 31u, 32u, 33u, 1023u, 1024u, 1057u, 151936u}) {
+    std::vector<float> logits(n);
+    for (float& l : logits) l = dist(rng);
+    const Direct want = direct(logits);
+    const LogitLandscape got = logit_landscape(logits, 5);
+    EXPECT_EQ(got.min_logit, want.min) << n;
+    EXPECT_NEAR(got.mean_logit, want.mean, 1e-6 * std::abs(want.mean)) << n;
+    EXPECT_NEAR(got.std_logit, want.std, 1e-5 * want.std + 1e-9) << n;
   }
 }
 
@@ -113,6 +139,17 @@ TEST(ReadoutStats, MatchesDirectComputation) {
     EXPECT_NEAR(r.std, std::sqrt(std::max(0.0, sum2 / n - mean * mean)), 1e-9) << n;
     EXPECT_EQ(r.hash, XXH3_64bits(v.data(), n * sizeof(float))) << n;
   }
+}
+
+// The vector-dispatched XXH3 gives the library's value for inputs of every length class (short, mid-size, one
+// stripe, many blocks, unaligned starts).
+TEST(Xxh3, MatchesTheLibrary) {
+  std::vector<uint8_t> bytes(300007);
+  std::mt19937 rng(5);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  for (size_t n : {0u, 1u, 16u, 17u, 128u, 129u, 240u, 241u, 1024u, 1025u, 128000u, 300000u})
+    for (size_t start : {0u, 3u})
+      EXPECT_EQ(xxh3_64(bytes.data() + start, n), XXH3_64bits(bytes.data() + start, n)) << n << " from " << start;
 }
 
 }  // namespace tt

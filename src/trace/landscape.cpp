@@ -44,21 +44,32 @@ template <typename Float, typename Int>
   x = p * two_n;
 }
 
-// Z = sum_i exp(l_i - m) and S = sum_i exp(l_i - m) (l_i - m) for l_i <= m: sixteen float lanes summed over
-// chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. This is most of the landscape's cost: the
-// polynomial's fused multiply-adds (x86-64-v3 and up) halve it, two independent vectors hide their latency.
-TT_VOCAB_CLONES void softmax_moments(const float* l, size_t n, float m, double& z_out, double& s_out) {
-  double z_sum = 0, s_sum = 0;  // locals: through the references every add would be a store
+// One pass over the distances d_i = l_i - m (l_i <= m) for the softmax and the plain moments together:
+// Z = sum_i exp(d_i), S = sum_i exp(d_i) d_i, D = sum_i d_i, Q = sum_i d_i^2, and min_i l_i. Sixteen float lanes
+// summed over chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. The exponential is most of
+// the cost: the polynomial's fused multiply-adds (x86-64-v3 and up) halve it, two independent vectors hide their
+// latency, and the moments ride along on loads already made (a separate pass cost more than this whole one).
+struct DistanceSums {
+  double z = 0, s = 0, d = 0, q = 0;
+  float min = 0;  // of the logits themselves (m + min d_i would round)
+};
+TT_VOCAB_CLONES void distance_sums(const float* l, size_t n, float m, DistanceSums& out) {
+  double z_sum = 0, s_sum = 0, d_sum = 0, q_sum = 0;  // locals: through the reference every add would be a store
+  Float16 lo = Float16{} + INFINITY;
+  float lo_tail = INFINITY;
   constexpr size_t kChunk = 1024;
   for (size_t begin = 0; begin < n; begin += kChunk) {
     const size_t end = std::min(n, begin + kChunk);
-    Float16 z16[2] = {}, s16[2] = {};
+    Float16 z16[2] = {}, s16[2] = {}, d16[2] = {}, q16[2] = {};
     size_t i = begin;
     for (; i + 32 <= end; i += 32)
       for (int h = 0; h < 2; ++h) {
-        Float16 d;
-        std::memcpy(&d, l + i + 16 * h, sizeof(d));
-        d -= m;
+        Float16 x;
+        std::memcpy(&x, l + i + 16 * h, sizeof(x));
+        lo = x < lo ? x : lo;
+        const Float16 d = x - m;
+        d16[h] += d;
+        q16[h] += d * d;
         Float16 e = d;
         exp_nonpositive<Float16, Int16>(e);
         z16[h] += e;
@@ -71,11 +82,15 @@ TT_VOCAB_CLONES void softmax_moments(const float* l, size_t n, float m, double& 
       exp_nonpositive<Float4, Int4>(e);
       z_sum += e[0];
       s_sum += static_cast<double>(e[0]) * d[0];
+      d_sum += d[0];
+      q_sum += static_cast<double>(d[0]) * d[0];
+      lo_tail = l[i] < lo_tail ? l[i] : lo_tail;
     }
-    const Float16 z = z16[0] + z16[1], s = s16[0] + s16[1];
-    for (int j = 0; j < 16; ++j) z_sum += z[j], s_sum += s[j];
+    const Float16 z = z16[0] + z16[1], s = s16[0] + s16[1], d = d16[0] + d16[1], q = q16[0] + q16[1];
+    for (int j = 0; j < 16; ++j) z_sum += z[j], s_sum += s[j], d_sum += d[j], q_sum += q[j];
   }
-  z_out = z_sum, s_out = s_sum;
+  for (int j = 0; j < 16; ++j) lo_tail = lo[j] < lo_tail ? lo[j] : lo_tail;
+  out = {z_sum, s_sum, d_sum, q_sum, lo_tail};
 }
 
 constexpr size_t kCandidateBlock = 64;
@@ -137,11 +152,16 @@ LogitLandscape logit_landscape(std::span<const float> logits, int k) {
   for (; i < n; ++i) consider(i);
   out.max_logit = logits[out.top[0]];
 
-  // Pass 2: Z = sum e_i and S = sum e_i (l_i - m) with e_i = exp(l_i - m); then H = log Z - S / Z.
-  double z_sum, s_sum;
-  softmax_moments(logits.data(), n, out.max_logit, z_sum, s_sum);
-  out.log_z = std::log(z_sum);
-  out.entropy = std::max(0.0, out.log_z - s_sum / z_sum);
+  // Pass 2: Z = sum e_i and S = sum e_i d_i with d_i = l_i - m, e_i = exp(d_i); then H = log Z - S / Z. The
+  // logits' moments from those of the distances, the variance as Q / n - (D / n)^2 in double.
+  DistanceSums sums;
+  distance_sums(logits.data(), n, out.max_logit, sums);
+  out.log_z = std::log(sums.z);
+  out.entropy = std::max(0.0, out.log_z - sums.s / sums.z);
+  const double mean_d = sums.d / static_cast<double>(n);
+  out.min_logit = sums.min;
+  out.mean_logit = out.max_logit + mean_d;
+  out.std_logit = std::sqrt(std::max(0.0, sums.q / static_cast<double>(n) - mean_d * mean_d));
   return out;
 }
 

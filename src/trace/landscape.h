@@ -1,6 +1,6 @@
 // The logit landscape of one step: the top-k tokens, the softmax normaliser and the entropy of the full softmax,
-// computed in two linear passes over the vocabulary (the tracer does this every step, on the run's thread while
-// the workers wait, so it must cost a small fraction of a generation step).
+// and the logits' min, mean and standard deviation, computed in two linear passes over the vocabulary (the tracer does
+// this every step, on the run's thread while the workers wait, so it must cost a small fraction of a generation step).
 #pragma once
 
 #include <cmath>
@@ -15,6 +15,10 @@ struct LogitLandscape {
   float max_logit = 0;
   double log_z = 0;    // log sum_i exp(l_i - max_logit)
   double entropy = 0;  // -sum_i p_i log p_i of the full softmax, in nats
+  // The logits' plain statistics (steps.jsonl logits_stats), from the same pass. NaN logits are not ranked; they
+  // make the sums (entropy, mean, std) NaN.
+  float min_logit = 0;
+  double mean_logit = 0, std_logit = 0;
 
   // Softmax probability of a logit of this step.
   double prob(float logit) const { return std::exp(static_cast<double>(logit - max_logit) - log_z); }

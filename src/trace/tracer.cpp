@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -20,6 +21,7 @@
 #include "gguf/memory_map.h"
 #include "model/forward.h"
 #include "tokenizer/tokenizer.h"
+#include "trace/hash.h"
 #include "trace/json_line.h"
 #include "trace/landscape.h"
 
@@ -70,8 +72,7 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
-}  // namespace
-
+// All but the hash.
 ReadoutStats readout_moments(std::span<const float> v) {
   ReadoutStats r;
   if (v.empty()) return r;
@@ -82,9 +83,9 @@ ReadoutStats readout_moments(std::span<const float> v) {
   return r;
 }
 
-uint64_t readout_hash(std::span<const float> v) {
-  return XXH3_64bits(v.data(), v.size_bytes());  // several times XXH64's speed: 128 KiB of logits in ~4 us
-}
+}  // namespace
+
+uint64_t readout_hash(std::span<const float> v) { return xxh3_64(v.data(), v.size_bytes()); }
 
 ReadoutStats readout_stats(std::span<const float> v) {
   ReadoutStats r = readout_moments(v);
@@ -467,15 +468,52 @@ void Tracer::fill_placement(trace::OpRecord& r, const Node& n) {
   for (const ByteRange& br : n.reads) r.inputs[br.input].ranges.push_back(to_record(br));
 }
 
+namespace {
+
+// What trace::placement_layout and trace::placement_fields give for the record fill_placement makes of n, straight
+// from the graph: the compact path compares them every step, and building the record (vectors of inputs and ranges)
+// cost several times more. Values go through the record's field types, so they convert as the record's do; write_op
+// checks the two agree on every full record.
+void node_placement(const Node& n, std::vector<uint32_t>& layout, std::vector<uint64_t>& fields) {
+  constexpr size_t kTensorFields = 9, kRangeFields = 6;
+  layout.assign(2 + n.src.size(), 0);
+  layout[0] = static_cast<uint32_t>(n.fused.size());
+  layout[1] = static_cast<uint32_t>(n.src.size());
+  for (const ByteRange& br : n.reads) ++layout[2 + br.input];
+  fields.resize(kTensorFields + kRangeFields + n.fused.size() + n.src.size() * kTensorFields +
+                n.reads.size() * kRangeFields);
+  uint64_t* p = fields.data();
+  auto put = [&](auto v) { *p++ = static_cast<uint64_t>(v); };
+  auto tensor = [&](const Tensor& t) {
+    using R = trace::TensorRecord;
+    const Tensor& s = t.storage();
+    put(t.type), put(s.pool);
+    for (int64_t d : t.ne) put(static_cast<std::remove_extent_t<decltype(R::ne)>>(d));
+    put(static_cast<decltype(R::buffer_id)>(s.buffer_id));
+    put(static_cast<decltype(R::offset)>(s.offset + t.view_offset)), put(static_cast<decltype(R::bytes)>(t.n_bytes()));
+  };
+  auto range = [&](const ByteRange& br) {
+    const trace::RangeRecord x = to_record(br);
+    put(x.pool), put(x.buffer_id), put(x.offset), put(x.length), put(x.pos_begin), put(x.pos_end);
+  };
+  tensor(*n.out);
+  range(n.write);
+  for (OpKind k : n.fused) put(k);
+  for (size_t k = 0; k < n.src.size(); ++k) {
+    tensor(*n.src[k]);
+    for (const ByteRange& br : n.reads)
+      if (br.input == static_cast<int>(k)) range(br);
+  }
+}
+
+}  // namespace
+
 Tracer::RecordChoice Tracer::choose_record(size_t i) {
   NodeFields& f = fields_[i];
   // Same graph as the previous step: a node touching only step-independent bytes has the same placement again.
   if (names_->repeatable[i] && !f.moving) return RecordChoice::ADVANCE;
-  trace::OpRecord& r = record_;
-  fill_placement(r, graph_->nodes()[i]);
-  trace::placement_layout(r, layout_scratch_);
+  node_placement(graph_->nodes()[i], layout_scratch_, fields_scratch_);
   if (layout_scratch_ != f.layout) return RecordChoice::FULL;
-  trace::placement_fields(r, fields_scratch_);
   bool advances = true;
   changes_.clear();
   for (size_t k = 0; k < fields_scratch_.size(); ++k) {
@@ -570,6 +608,10 @@ void Tracer::write_op(const StepOutcome& o, size_t i, RecordChoice choice) {
     trace::placement_layout(r, f.layout);
     trace::placement_fields(r, f.last);
     f.moving = false;
+    // choose_record() compares node_placement() with these on the following steps: they must agree.
+    node_placement(n, layout_scratch_, fields_scratch_);
+    if (layout_scratch_ != f.layout || fields_scratch_ != f.last)
+      fail("internal error: the tracer's placement fields of node {} ('{}') differ from its record's", i, n.out->name);
   }
 }
 
@@ -621,12 +663,9 @@ void Tracer::on_step_end(const StepOutcome& o) {
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
   ReadoutStats hidden_stats, logits_stats;
   uint64_t logits_hash = 0;
-  // Two halves of similar cost: on an idle worker the vocabulary-wide landscape, the line up to the entropy and
-  // the logits' moments; on this thread the op records and the readout hashes (the line's end).
-  auto landscape_and_line = [&] {
-    write_step_line_head(o, k);
-    logits_stats = readout_moments(logits);
-  };
+  // Two halves of similar cost: on an idle worker the vocabulary-wide landscape (with the logits' moments) and the
+  // line up to the entropy; on this thread the op records and the readout hashes (the line's end).
+  auto landscape_and_line = [&] { logits_stats = write_step_line_head(o, k); };
   auto records = [&] {
     write_step_ops(o);
     hidden_stats = readout_stats(o.hidden);
@@ -675,7 +714,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
 }
 
-void Tracer::write_step_line_head(const StepOutcome& o, int k) {
+ReadoutStats Tracer::write_step_line_head(const StepOutcome& o, int k) {
   const Tokenizer& tok = *model_.tokenizer;
   std::span<const float> logits = o.logits;
   const LogitLandscape land = logit_landscape(logits, std::max(k, 2));  // top-k, gap, entropy
@@ -715,6 +754,9 @@ void Tracer::write_step_line_head(const StepOutcome& o, int k) {
   j.end_array();
   j.field("top1_top2_gap", land.top.size() > 1 ? logits[land.top[0]] - logits[land.top[1]] : 0.0f)
       .field("entropy", land.entropy);
+  ReadoutStats stats;
+  stats.min = land.min_logit, stats.max = land.max_logit, stats.mean = land.mean_logit, stats.std = land.std_logit;
+  return stats;
 }
 
 void Tracer::flush_node_times() {

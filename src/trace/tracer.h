@@ -44,8 +44,7 @@ struct ReadoutStats {
   void write(JsonLine& j) const;  // {"min", "max", "mean", "std", "hash" (16 hex digits)}
 };
 ReadoutStats readout_stats(std::span<const float> v);
-ReadoutStats readout_moments(std::span<const float> v);  // all but the hash
-uint64_t readout_hash(std::span<const float> v);         // XXH3-64 of the bytes
+uint64_t readout_hash(std::span<const float> v);  // XXH3-64 of the bytes
 
 class Tracer : public GenerateObserver {
  public:
@@ -134,7 +133,8 @@ class Tracer : public GenerateObserver {
   };
   void write_step_ops(const StepOutcome& outcome);
   // Starts step_line_ (steps.jsonl): the step, its tokens, the logit landscape (computed here) up to the entropy.
-  void write_step_line_head(const StepOutcome& outcome, int k);
+  // Returns the logits' moments (all but the hash), which the landscape computes on the way.
+  ReadoutStats write_step_line_head(const StepOutcome& outcome, int k);
   std::string graph_key(const Graph& g);
   std::vector<uint8_t> key_bytes_;  // graph_key's scratch, reused
   std::string graph_json(const Graph& g) const;
