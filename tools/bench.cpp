@@ -109,11 +109,17 @@ int bench(BenchArgs a) {
       fmt::print(stderr, "tg: weight reads {:.2f} GB/s ({:.1f} MiB per token)\n",
                  stats(tps[0]).mean * read_per_token / 1e9, read_per_token / 1048576.0);
     if (a.trace_overhead) {
-      std::vector<double> ratios;
-      for (int r = 0; r < a.reps; ++r) ratios.push_back(tps[1][r] / tps[0][r]);
-      const Stats s = stats(ratios);
-      overhead_lines.push_back(fmt::format("{}: traced/untraced {:.3f} ± {:.3f} over {} pairs (overhead {:.1f}%)", test,
-                                           s.mean, s.std, a.reps, 100 * (1 - s.mean)));
+      // The ratio, and the time tracing adds to a token (a step for tg): steadier than the ratio when the machine's
+      // speed drifts, since the tracer's fixed work does not scale with the step.
+      std::vector<double> ratios, added_us;
+      for (int r = 0; r < a.reps; ++r) {
+        ratios.push_back(tps[1][r] / tps[0][r]);
+        added_us.push_back(1e6 / tps[1][r] - 1e6 / tps[0][r]);
+      }
+      const Stats s = stats(ratios), added = stats(added_us);
+      overhead_lines.push_back(fmt::format(
+          "{}: traced/untraced {:.3f} ± {:.3f} over {} pairs (overhead {:.1f}%, {:.1f} ± {:.1f} us a token)", test,
+          s.mean, s.std, a.reps, 100 * (1 - s.mean), added.mean, added.std));
     }
   }
   if (!overhead_lines.empty()) fmt::print("\ntracing overhead ({} threads)\n", a.threads);
