@@ -136,7 +136,8 @@ RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's
   cmd.add_option("-r,--repetitions", a->reps, "Repetitions after the warm-up")->check(CLI::Range(1, 1000));
   cmd.add_flag("--trace", a->trace, "Trace (default contents) while measuring");
   cmd.add_flag("--trace-overhead", a->trace_overhead,
-               "Alternate untraced and traced repetitions and report the traced/untraced ratio");
+               "Alternate untraced and traced repetitions and report the traced/untraced ratio and the time tracing "
+               "adds to a token");
   return [a]() { return bench(*a); };
 });
 
