@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <type_traits>
 
 namespace tt {
 
@@ -45,8 +46,15 @@ JsonLine& JsonLine::key(std::string_view k) {
 namespace {
 
 // Formats into a stack buffer, then one append (a back_inserter into the string appends character by character).
+// JSON has no NaN or infinity: those are null.
 template <typename T>
 void append_number(std::string& out, T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(v)) {
+      out += "null";
+      return;
+    }
+  }
   char buf[40];
   const char* end = fmt::format_to(buf, FMT_COMPILE("{}"), v);
   out.append(buf, static_cast<size_t>(end - buf));
@@ -56,19 +64,13 @@ void append_number(std::string& out, T v) {
 
 JsonLine& JsonLine::value(double v) {
   separate();
-  if (std::isfinite(v))
-    append_number(out_, v);
-  else
-    out_ += "null";
+  append_number(out_, v);
   return *this;
 }
 
 JsonLine& JsonLine::value(float v) {
   separate();
-  if (std::isfinite(v))
-    append_number(out_, v);
-  else
-    out_ += "null";
+  append_number(out_, v);
   return *this;
 }
 
