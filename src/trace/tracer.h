@@ -108,11 +108,10 @@ class Tracer : public GenerateObserver {
   // How a node's record goes out on a compact step (write_step_ops): advanced by its stride, with changes, or whole.
   enum class RecordChoice { ADVANCE, DELTA, FULL };
   // The reader's view of node i's placement fields (trace::for_each_placement_field) after its latest record: the
-  // record's layout and fields, and its stride (set by OP_DELTA, 0 after OP: moving false).
+  // record's layout and fields, and its stride (set by OP_DELTA; empty, i.e. 0, after OP or a delta of no changes).
   struct NodeFields {
     std::vector<uint32_t> layout;
     std::vector<uint64_t> last, stride;
-    bool moving = false;
   };
   std::vector<NodeFields> fields_;       // [node]; kept only with options_.compact
   RecordChoice choose_record(size_t i);  // updates fields_[i] for ADVANCE and DELTA (changes_: the deltas)
