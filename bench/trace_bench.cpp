@@ -1,10 +1,14 @@
 // Per-step work of the tracer that scales with the vocabulary: the logit landscape (top-k and entropy of the full
 // softmax) and the readout statistics of the logits. They run between steps, so they add to every generation step.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <random>
 #include <vector>
 
+#include "model/engine.h"
+#include "model/model.h"
 #include "trace/json_line.h"
 #include "trace/landscape.h"
 #include "trace/tracer.h"
@@ -71,6 +75,54 @@ void BM_StepLine(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_StepLine);
+
+// The tracer's work around one generation step of a real model (args: 0 stories260K, 1 TinyLLama-v0, 2 the main
+// model synth-llama-768 from ../shared), without the
+// step's compute: the tracer's own time on the run's thread (on_step_begin, on_graph_ready, on_step_end), the part of
+// the traced step the untraced one does not have besides the executor's timestamps. 2 threads, as in
+// `bench --trace-overhead`.
+void BM_TracerStep(benchmark::State& state) {
+  const char* files[] = {"models/stories260K.gguf", "models/TinyLLama-v0.Q4_0.gguf",
+                         "../shared/models/synth-llama-768.Q4_K_M.gguf"};
+  const std::string path = std::string(TT_REPO_DIR "/") + files[state.range(0)];
+  if (!std::filesystem::exists(path)) {
+    state.SkipWithError(("model not found: " + path).c_str());
+    return;
+  }
+  std::unique_ptr<Model> model = load_model(path);
+  Engine engine(*model, {256, 2, GgmlType::F16});
+  const std::string dir_path =
+      (std::filesystem::temp_directory_path() / ("tt-bench-tracer-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir_path);
+  RunDirWriter dir(dir_path);  // removed when it goes out of scope (never committed)
+  Tracer tracer(dir, *model, TraceOptions{}, 2, now_ns());
+  std::vector<int32_t> token = {1};
+  int32_t step = 0;
+  // One traced step; returns the tracer's time in it.
+  auto traced_step = [&] {
+    if (engine.n_past() + 1 >= engine.n_ctx()) engine.reset();
+    StepOutcome out;
+    out.step = step++;
+    out.phase = out.step == 0 ? Phase::PROMPT : Phase::GENERATE;
+    out.pos_begin = engine.n_past();
+    out.pos_end = out.pos_begin + 1;
+    out.input_tokens = token;
+    const uint64_t self_before = tracer.self_ns();
+    tracer.on_step_begin(out.step, out.phase, out.pos_begin, out.pos_end);
+    out.start_ns = now_ns();
+    out.logits = engine.eval(token, &tracer);
+    out.end_ns = now_ns();
+    out.hidden = engine.hidden();
+    out.workers = &engine.pool();
+    out.sampled = {static_cast<int32_t>(out.step % out.logits.size()), 0.5f};
+    tracer.on_step_end(out);
+    token[0] = out.sampled.token;
+    return tracer.self_ns() - self_before;
+  };
+  for (int i = 0; i < 3; ++i) traced_step();  // the prompt step and the first generation steps write full records
+  for (auto _ : state) state.SetIterationTime(static_cast<double>(traced_step()) / 1e9);
+}
+BENCHMARK(BM_TracerStep)->Arg(0)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tt

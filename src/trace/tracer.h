@@ -68,6 +68,8 @@ class Tracer : public GenerateObserver {
   void record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes);
   // Writes graphs/index.json and buffers.json; returns counts for run.json.
   nlohmann::json finish();
+  // The time spent in the tracer's callbacks on the run's thread so far (run.json's tracer_ns).
+  uint64_t self_ns() const { return self_ns_; }
 
  private:
   using Span = WorkerSpan;
