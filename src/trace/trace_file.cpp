@@ -279,8 +279,8 @@ TraceContents read_trace(const std::string& path) {
       fail("{} of node {} (step {}) before any OP record of that node", kind, node, step);
     return last_op[node];
   };
-  auto advance = [&](OpRecord& o, const std::vector<uint64_t>& d) {
-    placement_fields(o, fields);
+  // Adds stride d to o's placement fields, which `fields` already holds.
+  auto add_stride = [&](OpRecord& o, const std::vector<uint64_t>& d) {
     if (d.size() != fields.size())
       fail("stride of {} fields for node {}, which has {}", d.size(), o.node, fields.size());
     for (size_t i = 0; i < d.size(); ++i) fields[i] += d[i];
@@ -425,7 +425,7 @@ TraceContents read_trace(const std::string& path) {
                 fail("change to field {} of node {}, which has {}", field, node, fields.size());
               d[field] = r.get<uint64_t>();
             }
-            advance(o, d);
+            add_stride(o, d);
           }
           remember(o);
           out.ops.push_back(std::move(o));
@@ -445,7 +445,10 @@ TraceContents read_trace(const std::string& path) {
           if (static_cast<uint64_t>(count) * n_threads * 8 > len) fail("{} nodes exceed the record", count);
           for (uint32_t node = first; node - first < count; ++node) {
             OpRecord o = previous(node, step, kind_name);
-            if (advances && !stride[node].empty()) advance(o, stride[node]);
+            if (advances && !stride[node].empty()) {
+              placement_fields(o, fields);
+              add_stride(o, stride[node]);
+            }
             o.step = step;
             o.phase = phase;
             o.pos_begin = pos_begin;
