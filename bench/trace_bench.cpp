@@ -77,13 +77,13 @@ void BM_StepLine(benchmark::State& state) {
 BENCHMARK(BM_StepLine);
 
 // The tracer's work around one generation step of a real model (args: 0 stories260K, 1 TinyLLama-v0, 2 the main
-// model synth-llama-768 from ../shared), without the
+// model synth-llama-768 and 3 synth-qwen2-256 from ../shared), without the
 // step's compute: the tracer's own time on the run's thread (on_step_begin, on_graph_ready, on_step_end), the part of
 // the traced step the untraced one does not have besides the executor's timestamps. 2 threads, as in
 // `bench --trace-overhead`.
 void BM_TracerStep(benchmark::State& state) {
   const char* files[] = {"models/stories260K.gguf", "models/TinyLLama-v0.Q4_0.gguf",
-                         "../shared/models/synth-llama-768.Q4_K_M.gguf"};
+                         "../shared/models/synth-llama-768.Q4_K_M.gguf", "../shared/models/synth-qwen2-256.Q8_0.gguf"};
   const std::string path = std::string(TT_REPO_DIR "/") + files[state.range(0)];
   if (!std::filesystem::exists(path)) {
     state.SkipWithError(("model not found: " + path).c_str());
@@ -122,7 +122,7 @@ void BM_TracerStep(benchmark::State& state) {
   for (int i = 0; i < 3; ++i) traced_step();  // the prompt step and the first generation steps write full records
   for (auto _ : state) state.SetIterationTime(static_cast<double>(traced_step()) / 1e9);
 }
-BENCHMARK(BM_TracerStep)->Arg(0)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TracerStep)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tt

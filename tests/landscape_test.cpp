@@ -105,6 +105,52 @@ TEST(LogitLandscape, NaNDoesNotHideALaterLogitInItsBlock) {
   }
 }
 
+// The tracer computes the parts on whichever worker is free: any order, any thread, reused part objects must merge
+// to the very landscape of the single pass, bit for bit.
+TEST(LogitLandscape, PartsComputedInAnyOrderMergeToTheSameLandscape) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(-3.0f, 6.0f);
+  std::vector<float> logits(151936);
+  for (float& l : logits) l = dist(rng);
+  logits[150000] = 40.0f;  // the maximum in the last part, tied with one in the first
+  logits[70] = 40.0f;
+  const LogitLandscape want = logit_landscape(logits, 10);
+  std::vector<LandscapePart> parts(landscape_part_count(logits.size()));
+  ASSERT_EQ(parts.size(), 10u);
+  for (LandscapePart& p : parts) p.top.assign(50, 12345), p.z = 99;  // stale contents of a previous step
+  for (size_t p = parts.size(); p-- > 0;) landscape_part(logits, p, 10, parts[p]);
+  const LogitLandscape got = merge_landscape(logits, parts, 10);
+  EXPECT_EQ(got.top, want.top);
+  EXPECT_EQ(got.top[0], 70);
+  EXPECT_EQ(got.top[1], 150000);
+  EXPECT_EQ(got.log_z, want.log_z);
+  EXPECT_EQ(got.entropy, want.entropy);
+  EXPECT_EQ(got.mean_logit, want.mean_logit);
+  EXPECT_EQ(got.std_logit, want.std_logit);
+  EXPECT_EQ(got.min_logit, want.min_logit);
+  const Direct direct_want = direct(logits);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(got.top[i], direct_want.order[i]) << "rank " << i;
+  EXPECT_NEAR(got.entropy, direct_want.entropy, 1e-5 * std::max(1.0, direct_want.entropy));
+  EXPECT_NEAR(got.std_logit, direct_want.std, 1e-5 * direct_want.std);
+  EXPECT_THROW(landscape_part(logits, parts.size(), 10, parts[0]), std::exception);
+  EXPECT_THROW(merge_landscape(logits, std::span<const LandscapePart>(parts).first(9), 10), std::exception);
+}
+
+// A part whose logits are all -inf (masked tokens) adds nothing to the softmax and does not make it NaN.
+TEST(LogitLandscape, APartOfMinusInfinityAddsNothing) {
+  std::vector<float> logits(40000, -INFINITY);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (size_t i = 0; i < kLandscapePartLogits; ++i) logits[i] = dist(rng);
+  for (size_t i = 2 * kLandscapePartLogits; i < logits.size(); ++i) logits[i] = dist(rng);
+  const Direct want = direct(logits);
+  const LogitLandscape got = logit_landscape(logits, 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(got.top[i], want.order[i]) << "rank " << i;
+  EXPECT_NEAR(got.entropy, want.entropy, 1e-5 * want.entropy);
+  EXPECT_NEAR(got.prob(logits[got.top[0]]), want.p[got.top[0]], 1e-6 * want.p[got.top[0]]);
+  EXPECT_EQ(got.min_logit, -INFINITY);
+}
+
 TEST(LogitLandscape, UniformAndCertainDistributions) {
   const std::vector<float> uniform(1000, 0.25f);
   EXPECT_NEAR(logit_landscape(uniform, 5).entropy, std::log(1000.0), 1e-6);

@@ -20,14 +20,13 @@ typedef int32_t Int16 __attribute__((vector_size(64)));
 // The clones of the vocabulary-wide loops: AVX-512, AVX2 with FMA (x86-64-v3), and the baseline; chosen at load time.
 #define TT_VOCAB_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
-// exp(x) for x <= 0 to about 2 ulp, four at a time, without libm (a call per element would cost a millisecond a
-// step on a 150k-token vocabulary). Range reduction x = n ln2 + r (Cody-Waite, two constants), |r| <= ln2/2,
-// degree-6 polynomial, 2^n built from its exponent bits.
+// exp(x) for -87 <= x <= 0 to about 2 ulp, a vector at a time, without libm (a call per element would cost a
+// millisecond a step on a 150k-token vocabulary). Range reduction x = n ln2 + r (Cody-Waite, two constants),
+// |r| <= ln2/2, degree-6 polynomial, 2^n built from its exponent bits.
 // In place, by reference: a 32-byte vector passed by value to a function of the baseline target is an ABI error
 // for Clang (and a warning for GCC) even when the call is inlined.
 template <typename Float, typename Int>
 [[gnu::always_inline]] inline void exp_nonpositive(Float& x) {
-  x = x < -87.0f ? Float{} - 87.0f : x;  // below: exp underflows; such a term's share of Z is < 1e-37
   // Round to nearest by adding and subtracting 1.5 * 2^23 (valid for |x log2 e| < 2^22).
   constexpr float kRound = 12582912.0f;
   const Float n = (x * 1.44269504088896341f + kRound) - kRound;
@@ -44,7 +43,9 @@ template <typename Float, typename Int>
   x = p * two_n;
 }
 
-// One pass over the distances d_i = l_i - m (l_i <= m) for the softmax and the plain moments together:
+// One pass over the distances d_i = l_i - m (l_i <= m) for the softmax and the plain moments together (the
+// softmax terms with d_i clamped to -87, below which exp underflows: such a term's share of Z is < 1e-37, and a
+// -inf logit then adds about -1e-36 to S instead of making S, and the entropy, infinite):
 // Z = sum_i exp(d_i), S = sum_i exp(d_i) d_i, D = sum_i d_i, Q = sum_i d_i^2, and min_i l_i. Sixteen float lanes
 // summed over chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. The exponential is most of
 // the cost: the polynomial's fused multiply-adds (x86-64-v3 and up) halve it, two independent vectors hide their
@@ -70,20 +71,20 @@ TT_VOCAB_CLONES void distance_sums(const float* l, size_t n, float m, DistanceSu
         const Float16 d = x - m;
         d16[h] += d;
         q16[h] += d * d;
-        Float16 e = d;
+        const Float16 dc = d < -87.0f ? Float16{} - 87.0f : d;
+        Float16 e = dc;
         exp_nonpositive<Float16, Int16>(e);
         z16[h] += e;
-        s16[h] += e * d;
+        s16[h] += e * dc;
       }
-    for (; i < end; ++i) {  // tail, padded with -inf distances (e = 0)
-      Float4 d = Float4{} - 1000.0f;
-      d[0] = l[i] - m;
-      Float4 e = d;
+    for (; i < end; ++i) {  // tail, one lane
+      const float d = l[i] - m, dc = d < -87.0f ? -87.0f : d;
+      Float4 e = Float4{} + dc;
       exp_nonpositive<Float4, Int4>(e);
       z_sum += e[0];
-      s_sum += static_cast<double>(e[0]) * d[0];
-      d_sum += d[0];
-      q_sum += static_cast<double>(d[0]) * d[0];
+      s_sum += static_cast<double>(e[0]) * dc;
+      d_sum += d;
+      q_sum += static_cast<double>(d) * d;
       min_logit = l[i] < min_logit ? l[i] : min_logit;
     }
     const Float16 z = z16[0] + z16[1], s = s16[0] + s16[1], d = d16[0] + d16[1], q = q16[0] + q16[1];
@@ -122,47 +123,106 @@ TT_VOCAB_CLONES size_t next_candidate_block(const float* l, size_t i, size_t n, 
 
 }  // namespace
 
-LogitLandscape logit_landscape(std::span<const float> logits, int k) {
-  if (logits.empty()) fail("logit landscape of an empty vocabulary");
-  const size_t n = logits.size();
-  const size_t keep = std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1, n);
-  LogitLandscape out;
+namespace {
 
-  // Pass 1: top-k by insertion into a sorted list. Once it is full, a block of logits is looked at one by one
-  // only when one of them beats the current k-th (rare after the first few thousand).
-  out.top.reserve(keep + 1);
-  float threshold = -INFINITY;  // the k-th largest so far; -inf until k logits are in
-  auto consider = [&](size_t i) {
-    const float l = logits[i];
-    if (out.top.size() == keep && !(l > threshold)) return;  // ties keep the lower id
-    auto pos = std::upper_bound(out.top.begin(), out.top.end(), l, [&](float v, int32_t id) { return v > logits[id]; });
-    out.top.insert(pos, static_cast<int32_t>(i));
-    if (out.top.size() > keep) out.top.pop_back();
-    if (out.top.size() == keep) threshold = logits[out.top.back()];
-  };
-  size_t i = 0;
-  while (i + kCandidateBlock <= n) {
-    if (out.top.size() == keep) {
-      i = next_candidate_block(logits.data(), i, n, threshold);
-      if (i + kCandidateBlock > n) break;
+// The k largest logits by insertion into a sorted list of ids (largest first; equal logits: the one inserted
+// first, i.e. the lower id when ids come in increasing order). NaN logits are not ranked once the list is full.
+class TopK {
+ public:
+  TopK(std::span<const float> logits, size_t keep, std::vector<int32_t>& top)
+      : logits_(logits), keep_(keep), top_(top) {
+    top_.clear();
+    top_.reserve(keep + 1);
+  }
+  bool full() const { return top_.size() == keep_; }
+  float threshold() const { return threshold_; }  // the k-th largest so far; -inf until k logits are in
+  void consider(size_t i) {
+    const float l = logits_[i];
+    if (full() && !(l > threshold_)) return;  // ties keep the earlier id
+    auto pos = std::upper_bound(top_.begin(), top_.end(), l, [&](float v, int32_t id) { return v > logits_[id]; });
+    top_.insert(pos, static_cast<int32_t>(i));
+    if (top_.size() > keep_) top_.pop_back();
+    if (full()) threshold_ = logits_[top_.back()];
+  }
+
+ private:
+  std::span<const float> logits_;
+  size_t keep_;
+  std::vector<int32_t>& top_;
+  float threshold_ = -INFINITY;
+};
+
+}  // namespace
+
+void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out) {
+  const size_t begin = part * kLandscapePartLogits;
+  if (begin >= logits.size()) fail("landscape part {} of a {}-logit vocabulary", part, logits.size());
+  const size_t end = std::min(logits.size(), begin + kLandscapePartLogits);
+  out.n = end - begin;
+
+  // Pass 1: top-k. Once the list is full, a block of logits is looked at one by one only when one of them beats
+  // the current k-th (rare after the first few thousand).
+  TopK top(logits, std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1, out.n), out.top);
+  size_t i = begin;
+  while (i + kCandidateBlock <= end) {
+    if (top.full()) {
+      i = next_candidate_block(logits.data(), i, end, top.threshold());
+      if (i + kCandidateBlock > end) break;
     }
-    for (size_t j = i; j < i + kCandidateBlock; ++j) consider(j);
+    for (size_t j = i; j < i + kCandidateBlock; ++j) top.consider(j);
     i += kCandidateBlock;
   }
-  for (; i < n; ++i) consider(i);
-  out.max_logit = logits[out.top[0]];
+  for (; i < end; ++i) top.consider(i);
 
-  // Pass 2: Z = sum e_i and S = sum e_i d_i with d_i = l_i - m, e_i = exp(d_i); then H = log Z - S / Z. The
-  // logits' moments from those of the distances, the variance as Q / n - (D / n)^2 in double.
+  // Pass 2: the sums of the distances to the part's maximum (a part of -inf logits only: to 0, which keeps its
+  // distances -inf and its exponentials 0 instead of NaN).
+  const float m = logits[out.top[0]];
+  out.ref = m == -INFINITY ? 0.0f : m;
   DistanceSums sums;
-  distance_sums(logits.data(), n, out.max_logit, sums);
-  out.log_z = std::log(sums.z);
-  out.entropy = std::max(0.0, out.log_z - sums.s / sums.z);
-  const double mean_d = sums.d / static_cast<double>(n);
-  out.min_logit = sums.min;
-  out.mean_logit = out.max_logit + mean_d;
-  out.std_logit = std::sqrt(std::max(0.0, sums.q / static_cast<double>(n) - mean_d * mean_d));
+  distance_sums(logits.data() + begin, out.n, out.ref, sums);
+  out.z = sums.z, out.s = sums.s, out.d = sums.d, out.q = sums.q, out.min = sums.min;
+}
+
+LogitLandscape merge_landscape(std::span<const float> logits, std::span<const LandscapePart> parts, int k) {
+  if (logits.empty()) fail("logit landscape of an empty vocabulary");
+  if (parts.size() != landscape_part_count(logits.size()))
+    fail("internal error: {} landscape parts for {} logits", parts.size(), logits.size());
+  const size_t n = logits.size();
+  LogitLandscape out;
+  // The top-k of the parts' top-k lists, in part order: the ids a single pass over the vocabulary keeps (each of
+  // them is in its part's list; ties still go to the lower id, as every id of a part is below the next part's).
+  TopK top(logits, std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1, n), out.top);
+  for (const LandscapePart& p : parts)
+    for (int32_t id : p.top) top.consider(static_cast<size_t>(id));
+  const double m = out.max_logit = logits[out.top[0]];
+
+  // Each part's sums moved to the common origin m (delta = ref - m <= 0): e_i scales by exp(delta), d_i grows by
+  // delta. Then Z = sum e_i, S = sum e_i d_i, H = log Z - S / Z; the moments from D and Q, the variance as
+  // Q / n - (D / n)^2 in double.
+  double z = 0, s = 0, d = 0, q = 0;
+  float min_logit = INFINITY;
+  for (const LandscapePart& p : parts) {
+    const double delta = p.ref - m, scale = std::exp(delta), count = static_cast<double>(p.n);
+    z += scale * p.z;
+    s += scale * (p.s + delta * p.z);
+    d += p.d + count * delta;
+    q += p.q + 2 * delta * p.d + count * delta * delta;
+    min_logit = p.min < min_logit ? p.min : min_logit;
+  }
+  out.log_z = std::log(z);
+  out.entropy = std::max(0.0, out.log_z - s / z);
+  const double mean_d = d / static_cast<double>(n);
+  out.min_logit = min_logit;
+  out.mean_logit = m + mean_d;
+  out.std_logit = std::sqrt(std::max(0.0, q / static_cast<double>(n) - mean_d * mean_d));
   return out;
+}
+
+LogitLandscape logit_landscape(std::span<const float> logits, int k) {
+  if (logits.empty()) fail("logit landscape of an empty vocabulary");
+  std::vector<LandscapePart> parts(landscape_part_count(logits.size()));
+  for (size_t p = 0; p < parts.size(); ++p) landscape_part(logits, p, k, parts[p]);
+  return merge_landscape(logits, parts, k);
 }
 
 }  // namespace tt

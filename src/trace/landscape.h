@@ -1,6 +1,8 @@
 // The logit landscape of one step: the top-k tokens, the softmax normaliser and the entropy of the full softmax,
-// and the logits' min, mean and standard deviation, computed in two linear passes over the vocabulary (the tracer does
-// this every step, on the run's thread while the workers wait, so it must cost a small fraction of a generation step).
+// and the logits' min, mean and standard deviation, computed in two linear passes over each part of the vocabulary
+// (the tracer does this every step, its parts spread over the pool's workers, so it must cost a small fraction of a
+// generation step). Parts have a fixed size and merge in order: the result does not depend on which or how many
+// threads computed them.
 #pragma once
 
 #include <cmath>
@@ -24,7 +26,25 @@ struct LogitLandscape {
   double prob(float logit) const { return std::exp(static_cast<double>(logit - max_logit) - log_z); }
 };
 
-// k is clamped to [1, logits.size()]; logits must not be empty.
+// One part of the vocabulary: its top-k and its sums relative to its own maximum.
+struct LandscapePart {
+  std::vector<int32_t> top;           // ids in the whole vocabulary of the part's k largest logits, largest first
+  float ref = 0;                      // the distances' origin: the part's maximum (0 when every logit of it is -inf)
+  double z = 0, s = 0, d = 0, q = 0;  // sums over the part of e_i, e_i d_i, d_i, d_i^2 with d_i = l_i - ref,
+                                      // e_i = exp(d_i)
+  float min = 0;
+  size_t n = 0;  // logits in the part
+};
+constexpr size_t kLandscapePartLogits = 16384;
+inline size_t landscape_part_count(size_t n_logits) {
+  return (n_logits + kLandscapePartLogits - 1) / kLandscapePartLogits;
+}
+// Part `part` (logits [part * kLandscapePartLogits, ...)) into out, whose vectors keep their capacity.
+void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out);
+// The landscape from all the parts, in order (every part of logits, computed by landscape_part with the same k).
+LogitLandscape merge_landscape(std::span<const float> logits, std::span<const LandscapePart> parts, int k);
+
+// Every part on this thread, then their merge. k is clamped to [1, logits.size()]; logits must not be empty.
 LogitLandscape logit_landscape(std::span<const float> logits, int k);
 
 }  // namespace tt

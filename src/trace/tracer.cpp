@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -372,8 +373,7 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   ticks_before_ = tick_count();
 }
 
-void Tracer::spans_to_ns() {
-  const uint64_t ticks_after = tick_count(), ns_after = now_ns();
+void Tracer::spans_to_ns(uint64_t ticks_after, uint64_t ns_after) {
   // ns = ns_before + (ticks - ticks_before) * scale / 2^32, clamped to the step (TSC reads on other cores may
   // differ by a few ticks).
   const uint64_t tick_span = std::max<uint64_t>(1, ticks_after - ticks_before_);
@@ -665,34 +665,49 @@ bool Tracer::write_advance_run(const StepOutcome& o, size_t first, size_t end) {
 
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{self_ns_};
-  spans_to_ns();
+  const uint64_t ticks_after = tick_count(), ns_after = now_ns();
   std::span<const float> logits = o.logits;
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
   ReadoutStats hidden_stats, logits_stats;
   uint64_t logits_hash = 0;
-  // Two halves of similar cost: on an idle worker the vocabulary-wide landscape (with the logits' moments) and the
-  // line up to the entropy; on this thread the op records and the readout hashes (the line's end).
-  auto landscape_and_line = [&] { logits_stats = write_step_line_head(o, k); };
-  auto records = [&] {
-    write_step_ops(o);
-    hidden_stats = readout_stats(o.hidden);
-    logits_hash = readout_hash(logits);
+  // Work items handed to whichever worker asks next: the op records, the readouts' statistics and hashes, then the
+  // landscape's vocabulary parts (qwen2's 151,936 logits: ten). The worker completing the last part merges them
+  // and starts the steps.jsonl line; the line's end is written here once all are done.
+  const size_t n_parts = landscape_part_count(logits.size()), n_items = 2 + n_parts;
+  if (landscape_parts_.size() < n_parts) landscape_parts_.resize(n_parts);
+  std::atomic<size_t> next_item{0}, parts_left{n_parts};
+  auto run_item = [&](size_t item) {
+    if (item == 0) {
+      spans_to_ns(ticks_after, ns_after);
+      write_step_ops(o);
+    } else if (item == 1) {
+      hidden_stats = readout_stats(o.hidden);
+      logits_hash = readout_hash(logits);
+    } else {
+      landscape_part(logits, item - 2, std::max(k, 2), landscape_parts_[item - 2]);
+      if (parts_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        const std::span<const LandscapePart> parts(landscape_parts_.data(), n_parts);
+        logits_stats = write_step_line_head(o, k, merge_landscape(logits, parts, std::max(k, 2)));
+      }
+    }
+  };
+  auto take_items = [&] {
+    for (size_t item; (item = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;) run_item(item);
   };
   if (o.workers != nullptr && o.workers->size() > 1) {
-    std::exception_ptr failed[2];  // rethrown here: an exception must not leave the pool's job running
+    // Rethrown here: an exception must not leave the pool's job running.
+    item_failures_.assign(static_cast<size_t>(o.workers->size()), nullptr);
     o.workers->run([&](int ith) {
       try {
-        if (ith == 0) records();
-        if (ith == 1) landscape_and_line();
+        take_items();
       } catch (...) {
-        if (ith < 2) failed[ith] = std::current_exception();
+        item_failures_[static_cast<size_t>(ith)] = std::current_exception();
       }
     });
-    for (const std::exception_ptr& e : failed)
+    for (const std::exception_ptr& e : item_failures_)
       if (e) std::rethrow_exception(e);
   } else {
-    records();
-    landscape_and_line();
+    take_items();
   }
   logits_stats.hash = logits_hash;
   JsonLine& j = step_line_;
@@ -721,10 +736,9 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
 }
 
-ReadoutStats Tracer::write_step_line_head(const StepOutcome& o, int k) {
+ReadoutStats Tracer::write_step_line_head(const StepOutcome& o, int k, const LogitLandscape& land) {
   const Tokenizer& tok = *model_.tokenizer;
   std::span<const float> logits = o.logits;
-  const LogitLandscape land = logit_landscape(logits, std::max(k, 2));  // top-k, gap, entropy
   auto text_of = [&](int32_t id) {
     return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string();
   };

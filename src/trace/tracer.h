@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "model/generate.h"
 #include "trace/io_probe.h"
 #include "trace/json_line.h"
+#include "trace/landscape.h"
 #include "trace/records.h"
 #include "trace/run_dir.h"
 #include "trace/trace_file.h"
@@ -133,9 +135,11 @@ class Tracer : public GenerateObserver {
     GraphNames names;
   };
   void write_step_ops(const StepOutcome& outcome);
-  // Starts step_line_ (steps.jsonl): the step, its tokens, the logit landscape (computed here) up to the entropy.
-  // Returns the logits' moments (all but the hash), which the landscape computes on the way.
-  ReadoutStats write_step_line_head(const StepOutcome& outcome, int k);
+  // Starts step_line_ (steps.jsonl): the step, its tokens, the logit landscape (top k) up to the entropy. Returns
+  // the logits' moments (all but the hash), which the landscape computes on the way.
+  ReadoutStats write_step_line_head(const StepOutcome& outcome, int k, const LogitLandscape& land);
+  std::vector<LandscapePart> landscape_parts_;     // the current step's, reused
+  std::vector<std::exception_ptr> item_failures_;  // [worker] of on_step_end's work items
   std::string graph_key(const Graph& g);
   std::vector<uint8_t> key_bytes_;  // graph_key's scratch, reused
   std::string graph_json(const Graph& g) const;
@@ -163,7 +167,7 @@ class Tracer : public GenerateObserver {
   std::vector<std::vector<Span>> spans_;
   // tick_count() and now_ns() read together before the graph runs and again after: ticks in between map linearly.
   uint64_t ticks_before_ = 0, ns_before_ = 0;
-  void spans_to_ns();
+  void spans_to_ns(uint64_t ticks_after, uint64_t ns_after);
   std::vector<trace::ValueStats> stats_;  // [node], with --trace-values
 
   // Whole run.
