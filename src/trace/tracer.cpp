@@ -671,8 +671,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
   ReadoutStats hidden_stats, logits_stats;
   uint64_t logits_hash = 0;
   // Work items handed to whichever worker asks next: the op records, the readouts' statistics and hashes, then the
-  // landscape's vocabulary parts (qwen2's 151,936 logits: ten). The worker completing the last part merges them
-  // and starts the steps.jsonl line; the line's end is written here once all are done.
+  // landscape's vocabulary parts (synth-qwen2-256's 50,257 logits: four). The worker completing the last part merges
+  // them and starts the steps.jsonl line; the line's end is written here once all are done.
   const size_t n_parts = landscape_part_count(logits.size()), n_items = 2 + n_parts;
   if (landscape_parts_.size() < n_parts) landscape_parts_.resize(n_parts);
   std::atomic<size_t> next_item{0}, parts_left{n_parts};
