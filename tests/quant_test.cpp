@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "core/error.h"
 #include "core/fp16.h"
 #include "gguf/ggml_type.h"
 #include "quant/blocks.h"
@@ -972,6 +974,18 @@ TEST(Fp16, Bf16Conversions) {
   EXPECT_EQ(fp32_to_bf16(std::bit_cast<float>(0x3F808000u)), 0x3F80);  // tie to even (down)
   EXPECT_EQ(fp32_to_bf16(std::bit_cast<float>(0x3F818000u)), 0x3F82);  // tie to even (up)
   EXPECT_EQ(fp32_to_bf16(std::bit_cast<float>(0x7F800001u)), 0x7FC0);  // signalling NaN made quiet
+}
+
+// The instruction-set cap of `run`/`bench --kernel-isa` applies only before the kernel table is built; later it
+// may only confirm what is in use. Unknown names are refused.
+TEST(KernelIsa, LimitAfterTheTableIsBuiltOnlyConfirms) {
+  const std::string in_use = kernel_isa();  // builds the table (if no test did before)
+  EXPECT_NO_THROW(limit_kernel_isa("auto"));
+  EXPECT_THROW(limit_kernel_isa("sse9"), Error);
+  if (in_use != "scalar") {
+    EXPECT_THROW(limit_kernel_isa("scalar"), Error);
+  }
+  EXPECT_EQ(kernel_isa(), in_use);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// tensortrace bench -m MODEL [-p 128] [-n 64] [-t THREADS] [-r REPS] [--trace]: prompt processing and generation
-// speed as mean ± standard deviation over repetitions after a warm-up, in llama-bench's table layout.
+// tensortrace bench -m MODEL [-p 128] [-n 64] [-t THREADS] [-r REPS] [--trace] [--kernel-isa avx2]: prompt processing
+// and generation speed as mean ± standard deviation over repetitions after a warm-up, in llama-bench's table layout.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -25,6 +25,7 @@ struct BenchArgs {
   int reps = 5;
   bool trace = false;
   bool trace_overhead = false;  // alternate untraced and traced repetitions in one process
+  std::string kernel_isa = "auto";
 };
 
 struct Stats {
@@ -70,6 +71,7 @@ double measure(const Model& model, const BenchArgs& a, bool prompt_test, bool tr
 }
 
 int bench(BenchArgs a) {
+  limit_kernel_isa(a.kernel_isa);  // before the model's tensors meet the kernel table
   if (a.threads <= 0) a.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (a.n_prompt <= 0 && a.n_gen <= 0) fail("nothing to measure: -p and -n are both 0");
   std::unique_ptr<Model> model = load_model(a.model);
@@ -138,6 +140,10 @@ RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's
   cmd.add_flag("--trace-overhead", a->trace_overhead,
                "Alternate untraced and traced repetitions and report the traced/untraced ratio and the time tracing "
                "adds to a token");
+  cmd.add_option("--kernel-isa", a->kernel_isa,
+                 "Kernels' instruction set: auto (the CPU's best), avx2, scalar (the reference kernels); the table's "
+                 "backend column names the one used")
+      ->check(CLI::IsMember({"auto", "avx2", "scalar"}));
   return [a]() { return bench(*a); };
 });
 

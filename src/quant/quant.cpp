@@ -3,7 +3,9 @@
 
 #include <cpuid.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -30,18 +32,19 @@ Isa detect_isa() {
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni");
-  Isa isa = avx512 ? Isa::kAvx512Vnni : avx2 ? Isa::kAvx2 : Isa::kScalar;
-  // TT_KERNEL_ISA=scalar|avx2 caps the choice (for comparisons and benchmarks); it never raises it.
-  if (const char* cap = std::getenv("TT_KERNEL_ISA")) {
-    const std::string_view c(cap);
-    if (c == "scalar") isa = Isa::kScalar;
-    if (c == "avx2" && isa == Isa::kAvx512Vnni) isa = Isa::kAvx2;
-  }
-  return isa;
+  return avx512 ? Isa::kAvx512Vnni : avx2 ? Isa::kAvx2 : Isa::kScalar;
 }
 
+// The kernel table is the process's: limit_kernel_isa() may lower its instruction set only before isa() first
+// fixes it (every table below is built from that one answer).
+std::atomic<Isa> isa_cap{Isa::kAvx512Vnni};
+std::atomic<bool> isa_fixed{false};
+
 Isa isa() {
-  static const Isa chosen = detect_isa();
+  static const Isa chosen = [] {
+    isa_fixed.store(true);
+    return std::min(detect_isa(), isa_cap.load());
+  }();
   return chosen;
 }
 
@@ -207,6 +210,24 @@ const BatchedKernels* find_batched(GgmlType type, int64_t K, int64_t N) {
       break;
   }
   return k != nullptr && k->applies(K, N) ? k : nullptr;
+}
+
+void limit_kernel_isa(std::string_view name) {
+  Isa cap;
+  if (name == "auto")
+    cap = Isa::kAvx512Vnni;
+  else if (name == "avx2")
+    cap = Isa::kAvx2;
+  else if (name == "scalar")
+    cap = Isa::kScalar;
+  else
+    fail("unknown kernel instruction set '{}' (expected auto, avx2 or scalar)", name);
+  if (isa_fixed.load()) {
+    if (std::min(detect_isa(), cap) != isa())
+      fail("the kernels are already chosen ({}): '{}' comes too late", kernel_isa(), name);
+    return;
+  }
+  isa_cap.store(cap);
 }
 
 const char* kernel_isa() {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "gguf/ggml_type.h"
 #include "quant/attend.h"
@@ -39,6 +40,11 @@ const QuantKernels* find_kernels(GgmlType type);
 
 // Which instruction-set path vec_dot uses on this CPU: "avx512-vnni", "avx512", "avx2" or "scalar".
 const char* kernel_isa();
+
+// Caps the kernels' instruction set for this process ("auto": the CPU's best; "avx2"; "scalar": the references),
+// for comparing paths (`run`/`bench --kernel-isa`); never raises it above what the CPU has. Only before the first
+// kernel lookup (the table is built once); later, an Error unless it changes nothing. Unknown names: an Error.
+void limit_kernel_isa(std::string_view name);
 
 }  // namespace tt
 

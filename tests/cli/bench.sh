@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `tensortrace bench` on the bundled model: llama-bench's table with a row per phase (and per tracing mode with
-# --trace-overhead, plus the traced/untraced ratios), no run directory left behind, bad values refused.
+# --trace-overhead, plus the traced/untraced ratios), no run directory left behind, the kernels' instruction set
+# chosen with --kernel-isa, bad values refused.
 # Usage: tests/cli/bench.sh PATH/TO/tensortrace REPO_DIR
 set -uo pipefail
 bin=$1
@@ -39,8 +40,14 @@ leftover=$(find "$scratch" -mindepth 1 -maxdepth 1 -name 'tt-bench-*' | head -1)
 [ "$(grep -c '| tg4 |' "$scratch/plain")" -eq 1 ] || fail "plain bench: expected one tg4 row: $(cat "$scratch/plain")"
 grep -q 'traced/untraced' "$scratch/plain" && fail "plain bench printed an overhead line"
 
+# --kernel-isa caps the kernels' instruction set; the backend column names the one used.
+"$bin" bench -m "$model" -p 4 -n 4 -t 1 -r 1 --kernel-isa scalar >"$scratch/scalar" 2>/dev/null ||
+  fail "bench --kernel-isa scalar exited non-zero"
+[ "$(grep -Ec '^\| stories260K \| [^|]+ \| [^|]+ \| CPU scalar \| 1 \| off \| (pp4|tg4) \|' "$scratch/scalar")" -eq 2 ] ||
+  fail "bench --kernel-isa scalar: expected two rows on 'CPU scalar': $(cat "$scratch/scalar")"
+
 # Bad values: a clear error and a non-zero exit.
-for args in "-r 0" "-p 0 -n 0" "-t 0" "-n -3"; do
+for args in "-r 0" "-p 0 -n 0" "-t 0" "-n -3" "--kernel-isa sse9"; do
   # shellcheck disable=SC2086
   if "$bin" bench -m "$model" $args >/dev/null 2>"$scratch/err"; then
     fail "bench $args exited 0"
