@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 
 #include "model/engine.h"
@@ -104,7 +103,8 @@ TEST_P(EngineReference, FreeRunningGreedy) {
 
 // Diagnostic (disabled by default; run with --gtest_also_run_disabled_tests): per model, the max |diff| of the
 // first-step logits and of the teacher-forced top-5 logits over every prompt and step, without stopping at the
-// first failure -- for measuring how close a kernel change brings the engine to llama.cpp.
+// first failure -- for measuring how close a kernel change brings the engine to llama.cpp. (Two builds' or
+// settings' outputs compare with `tensortrace diff` on their run directories.)
 TEST_P(EngineReference, DISABLED_DiffSummary) {
   TT_REQUIRE_SHARED();
   const std::string model_name = GetParam();
@@ -115,13 +115,6 @@ TEST_P(EngineReference, DISABLED_DiffSummary) {
   for (const test::GreedyCase& c : test::load_greedy_cases(model_name)) {
     engine.reset();
     std::span<const float> logits = engine.eval(c.prompt_tokens);
-    if (const char* dir = std::getenv("TT_DIAG_DUMP")) {  // first-step logits, for comparing two builds/settings
-      std::string path = std::string(dir) + "/" + model_name + ".p" + std::to_string(c.index) + ".f32";
-      if (FILE* f = std::fopen(path.c_str(), "wb")) {
-        std::fwrite(logits.data(), sizeof(float), logits.size(), f);
-        std::fclose(f);
-      }
-    }
     float m = 0;
     for (size_t i = 0; i < logits.size(); ++i) m = std::max(m, std::fabs(logits[i] - c.first_logits[i]));
     worst_first = std::max(worst_first, m);
