@@ -465,6 +465,20 @@ TEST(GgufCorrupt, UnknownValueType) {
   }
 }
 
+// A byte array the file can hold but whose parsed values (~100 bytes each) would exhaust memory: refused by the
+// reader's budget of array values over all metadata before anything is allocated.
+TEST(GgufCorrupt, ArrayValuesPastTheMetadataBudget) {
+  GgufWriter w;
+  w.add_kv("blob", array_value(GgufValueType::UINT8, std::vector<GgufValue>(10, scalar(GgufValueType::UINT8))));
+  Bytes b = w.bytes();
+  const uint64_t count_at = kv_value_offset(w.layout(), 0, "blob") + 4;
+  const uint64_t n = (uint64_t{1} << 24) + 1;
+  b.resize(b.size() + n);  // room for every byte: only the budget stops it
+  put_u64(b, count_at, n);
+  EXPECT_TRUE(Rejects(b, {"key 'blob'", "array of 16777217 elements takes the metadata past 16777216 array values",
+                          "at byte " + std::to_string(count_at)}));
+}
+
 TEST(GgufCorrupt, UnknownArrayElementType) {
   Small s;
   Bytes b = s.bytes();
