@@ -35,8 +35,9 @@ asan-test: deps
 # libFuzzer targets, each run for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600 for a longer local run).
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G "$(CMAKE_GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_FUZZ=ON -DTT_WEB=OFF
-	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_gguf
-	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_gguf fuzz_trace
+	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) gguf
+	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) trace
 
 bench: build
 	$(BUILD_DIR)/bench/tt_bench

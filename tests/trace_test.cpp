@@ -302,6 +302,26 @@ TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
     w.op(r, ids);
   });
   rejected("node index 1073741824 beyond any graph");
+  write([&](trace::TraceWriter& w, const uint32_t* ids) {
+    r.node = trace::kMaxNodes;  // the first index past the bound: would cost a record slot per index up to it
+    w.op(r, ids);
+  });
+  rejected("node index 65536 beyond any graph (65536 nodes at most)");
+  r.node = 0;
+  write([&](trace::TraceWriter& w, const uint32_t* ids) {
+    w.op(r, ids);
+    w.op_advances({1, Phase::GENERATE, 1, 2, 0, 1, 0, 0}, {}, 0);  // nodes of no workers: no bytes per node
+  });
+  rejected("OP_ADVANCES record of no workers");
+  // Enumerations outside their range (consumers look their names up): an unknown pool and an unknown tensor type.
+  for (const auto& [patch, expected] : {std::pair<int, std::string>{0, "unknown buffer pool 9"},
+                                        std::pair<int, std::string>{1, "unknown tensor type 200"}}) {
+    trace::OpRecord bad = r;
+    if (patch == 0) bad.inputs[0].ranges[0].pool = static_cast<Pool>(9);
+    if (patch == 1) bad.out.type = static_cast<GgmlType>(200);
+    write([&](trace::TraceWriter& w, const uint32_t* ids) { w.op(bad, ids); });
+    rejected(expected);
+  }
 }
 
 // With two workers, every op's thread, worker count and times read back from a compact trace (runs of repeated

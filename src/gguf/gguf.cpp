@@ -110,36 +110,16 @@ class Cursor {
 void read_value(Cursor& c, GgufValueType type, GgufValue& v, const std::string& key, int depth) {
   v.type = type;
   switch (type) {
-    case GgufValueType::UINT8:
-      v.u = c.read<uint8_t>(key);
-      break;
-    case GgufValueType::UINT16:
-      v.u = c.read<uint16_t>(key);
-      break;
-    case GgufValueType::UINT32:
-      v.u = c.read<uint32_t>(key);
-      break;
-    case GgufValueType::UINT64:
-      v.u = c.read<uint64_t>(key);
-      break;
-    case GgufValueType::INT8:
-      v.i = c.read<int8_t>(key);
-      break;
-    case GgufValueType::INT16:
-      v.i = c.read<int16_t>(key);
-      break;
-    case GgufValueType::INT32:
-      v.i = c.read<int32_t>(key);
-      break;
-    case GgufValueType::INT64:
-      v.i = c.read<int64_t>(key);
-      break;
-    case GgufValueType::FLOAT32:
-      v.f = c.read<float>(key);
-      break;
-    case GgufValueType::FLOAT64:
-      v.f = c.read<double>(key);
-      break;
+    case GgufValueType::UINT8: v.u = c.read<uint8_t>(key); break;
+    case GgufValueType::UINT16: v.u = c.read<uint16_t>(key); break;
+    case GgufValueType::UINT32: v.u = c.read<uint32_t>(key); break;
+    case GgufValueType::UINT64: v.u = c.read<uint64_t>(key); break;
+    case GgufValueType::INT8: v.i = c.read<int8_t>(key); break;
+    case GgufValueType::INT16: v.i = c.read<int16_t>(key); break;
+    case GgufValueType::INT32: v.i = c.read<int32_t>(key); break;
+    case GgufValueType::INT64: v.i = c.read<int64_t>(key); break;
+    case GgufValueType::FLOAT32: v.f = c.read<float>(key); break;
+    case GgufValueType::FLOAT64: v.f = c.read<double>(key); break;
     case GgufValueType::BOOL: {
       uint64_t at = c.pos();
       uint8_t b = c.read<uint8_t>(key);
@@ -147,9 +127,7 @@ void read_value(Cursor& c, GgufValueType type, GgufValue& v, const std::string& 
       v.u = b;
       break;
     }
-    case GgufValueType::STRING:
-      v.str = c.read_string(fmt::format("string value of key '{}'", key));
-      break;
+    case GgufValueType::STRING: v.str = c.read_string(fmt::format("string value of key '{}'", key)); break;
     case GgufValueType::ARRAY: {
       uint64_t at = c.pos();
       if (depth >= kMaxArrayNesting)
@@ -180,8 +158,8 @@ uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 }  // namespace
 
 std::string_view value_type_name(GgufValueType type) {
-  static constexpr std::string_view names[] = {"UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
-                                               "BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64"};
+  static constexpr std::string_view names[] = {"UINT8", "INT8",  "UINT16", "INT16", "UINT32", "INT32", "FLOAT32",
+                                               "BOOL",  "STRING", "ARRAY", "UINT64", "INT64", "FLOAT64"};
   auto i = static_cast<uint32_t>(type);
   return i < std::size(names) ? names[i] : "UNKNOWN";
 }
@@ -274,10 +252,9 @@ void GgufFile::parse_all() {
   if (version_ == 1) fail("{}: GGUF v1 is not supported (only v2 and v3)", name_);
   uint32_t swapped = __builtin_bswap32(version_);
   if (swapped == 2 || swapped == 3)
-    fail(
-        "{}: unsupported GGUF version {} at byte 4: the file is big-endian (version {} byte-swapped); only "
-        "little-endian files are supported",
-        name_, version_, swapped);
+    fail("{}: unsupported GGUF version {} at byte 4: the file is big-endian (version {} byte-swapped); only "
+         "little-endian files are supported",
+         name_, version_, swapped);
   if (version_ != 2 && version_ != 3)
     fail("{}: unsupported GGUF version {} at byte 4 (supported: 2, 3; big-endian files are not supported)", name_,
          version_);
@@ -288,8 +265,8 @@ void GgufFile::parse_all() {
   header_end_ = c.pos();
   // Smallest records: a kv is key length + type + one byte; a tensor info is name length + n_dims + type + offset.
   if (n_kv > c.remaining() / 13)
-    c.error_at(kv_count_at,
-               fmt::format("metadata count {} cannot fit in the {} bytes of the file", n_kv, bytes_.size()));
+    c.error_at(kv_count_at, fmt::format("metadata count {} cannot fit in the {} bytes of the file", n_kv,
+                                        bytes_.size()));
   if (n_tensors > c.remaining() / 24)
     c.error_at(tensor_count_at,
                fmt::format("tensor count {} cannot fit in the {} bytes of the file", n_tensors, bytes_.size()));
@@ -309,14 +286,15 @@ void GgufFile::parse_all() {
       bool ok = kv.value.type == known.type &&
                 (known.type != GgufValueType::ARRAY || kv.value.element_type == known.element_type);
       if (!ok)
-        c.error_at(
-            kv.offset,
-            fmt::format(
-                "key '{}' has type {}{}, expected {}{}", kv.key, value_type_name(kv.value.type),
-                kv.value.type == GgufValueType::ARRAY ? fmt::format(" of {}", value_type_name(kv.value.element_type))
-                                                      : "",
-                value_type_name(known.type),
-                known.type == GgufValueType::ARRAY ? fmt::format(" of {}", value_type_name(known.element_type)) : ""));
+        c.error_at(kv.offset,
+                   fmt::format("key '{}' has type {}{}, expected {}{}", kv.key, value_type_name(kv.value.type),
+                               kv.value.type == GgufValueType::ARRAY
+                                   ? fmt::format(" of {}", value_type_name(kv.value.element_type))
+                                   : "",
+                               value_type_name(known.type),
+                               known.type == GgufValueType::ARRAY
+                                   ? fmt::format(" of {}", value_type_name(known.element_type))
+                                   : ""));
     }
     kv_index_.emplace(kv.key, kvs_.size());
     kvs_.push_back(std::move(kv));
@@ -339,7 +317,8 @@ void GgufFile::parse_all() {
     uint64_t dims_at = c.pos();
     uint32_t n_dims = c.read<uint32_t>(fmt::format("dimension count of tensor '{}'", t.name));
     if (n_dims == 0 || n_dims > kGgufMaxDims)
-      c.error_at(dims_at, fmt::format("tensor '{}' has {} dimensions (must be 1 to {})", t.name, n_dims, kGgufMaxDims));
+      c.error_at(dims_at,
+                 fmt::format("tensor '{}' has {} dimensions (must be 1 to {})", t.name, n_dims, kGgufMaxDims));
     t.n_dims = static_cast<int>(n_dims);
     uint64_t n_elements = 1;
     for (int d = 0; d < kGgufMaxDims; ++d) t.ne[d] = 1;
@@ -388,7 +367,8 @@ void GgufFile::parse_all() {
       c.error_at(t.info_offset,
                  fmt::format("tensor '{}' ({} bytes at data offset {}, file offset {}) extends past the end of the "
                              "file ({} bytes)",
-                             t.name, t.size_bytes, t.relative_offset, data_offset_ + t.relative_offset, bytes_.size()));
+                             t.name, t.size_bytes, t.relative_offset, data_offset_ + t.relative_offset,
+                             bytes_.size()));
     t.offset = data_offset_ + t.relative_offset;
   }
   // Empty tensors occupy no bytes and overlap nothing. Sorting the others by start (ties in file order, so the
@@ -402,9 +382,9 @@ void GgufFile::parse_all() {
     const GgufTensorInfo* prev = sorted[k - 1];
     const GgufTensorInfo* cur = sorted[k];
     if (cur->offset < prev->offset_end())
-      c.error_at(cur->info_offset,
-                 fmt::format("tensor '{}' [{}, {}) overlaps tensor '{}' [{}, {})", cur->name, cur->offset,
-                             cur->offset_end(), prev->name, prev->offset, prev->offset_end()));
+      c.error_at(cur->info_offset, fmt::format("tensor '{}' [{}, {}) overlaps tensor '{}' [{}, {})", cur->name,
+                                               cur->offset, cur->offset_end(), prev->name, prev->offset,
+                                               prev->offset_end()));
   }
 }
 

@@ -38,5 +38,8 @@ enum class RecordKind : uint8_t {
   OP_ADVANCES = 10,
 };
 constexpr uint32_t kNoShare = 0xFFFFFFFF;
+// Nodes a graph may have: the reader keeps each node's latest record by index, so an index past this is corruption,
+// not an allocation (the largest llama-family graphs have a few thousand nodes; the tracer refuses bigger ones).
+constexpr uint32_t kMaxNodes = 1u << 16;
 
 }  // namespace tt::trace

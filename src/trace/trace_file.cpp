@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "gguf/ggml_type.h"
 
 namespace tt::trace {
 namespace {
@@ -47,11 +48,31 @@ class Reader {
   size_t n_, pos_ = 0;
 };
 
-constexpr uint32_t kMaxNodes = 1u << 24;  // a record's node index past this is corruption (not a huge allocation)
+// Enumerations read from a record: a value outside the enumeration is corruption (consumers index tables by them).
+Pool get_pool(Reader& r) {
+  const uint8_t v = r.get<uint8_t>();
+  if (v > static_cast<uint8_t>(Pool::SCRATCH)) fail("unknown buffer pool {}", v);
+  return static_cast<Pool>(v);
+}
+Phase get_phase(Reader& r) {
+  const uint8_t v = r.get<uint8_t>();
+  if (v > static_cast<uint8_t>(Phase::GENERATE)) fail("unknown phase {}", v);
+  return static_cast<Phase>(v);
+}
+OpKind get_op(Reader& r) {
+  const uint8_t v = r.get<uint8_t>();
+  if (v >= static_cast<uint8_t>(OpKind::kCount)) fail("unknown op kind {}", v);
+  return static_cast<OpKind>(v);
+}
+GgmlType get_type(Reader& r) {
+  const uint8_t v = r.get<uint8_t>();
+  if (find_type_traits(v) == nullptr) fail("unknown tensor type {}", v);
+  return static_cast<GgmlType>(v);
+}
 
 RangeRecord get_range(Reader& r) {
   RangeRecord x;
-  x.pool = static_cast<Pool>(r.get<uint8_t>());
+  x.pool = get_pool(r);
   x.buffer_id = r.get<int32_t>();
   x.offset = r.get<uint64_t>();
   x.length = r.get<uint64_t>();
@@ -255,7 +276,11 @@ void TraceWriter::op_advances(const AdvanceRun& run, std::span<const uint32_t> t
 TraceContents read_trace(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot read trace '{}'", path);
-  std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return parse_trace(data, path);
+}
+
+TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path) {
   TraceContents out;
   if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 8) != 0)
     fail("'{}' is not a tensortrace trace (bad magic)", path);
@@ -270,7 +295,7 @@ TraceContents read_trace(const std::string& path) {
   std::vector<std::vector<uint64_t>> stride;
   std::vector<uint64_t> fields;  // scratch
   auto remember = [&](const OpRecord& o) {
-    if (o.node >= kMaxNodes) fail("node index {} beyond any graph", o.node);
+    if (o.node >= kMaxNodes) fail("node index {} beyond any graph ({} nodes at most)", o.node, kMaxNodes);
     if (o.node >= last_op.size()) last_op.resize(o.node + 1), stride.resize(o.node + 1);
     last_op[o.node] = o;
   };
@@ -318,7 +343,7 @@ TraceContents read_trace(const std::string& path) {
         case RecordKind::STEP_BEGIN: {
           StepMarker m;
           m.step = r.get<uint32_t>();
-          m.phase = static_cast<Phase>(r.get<uint8_t>());
+          m.phase = get_phase(r);
           m.pos_begin = r.get<int32_t>();
           m.pos_end = r.get<int32_t>();
           m.start_ns = r.get<uint64_t>();
@@ -349,8 +374,8 @@ TraceContents read_trace(const std::string& path) {
           OpRecord o;
           auto get_tensor = [&](TensorRecord& t) {
             t.name = str(r.get<uint32_t>());
-            t.type = static_cast<GgmlType>(r.get<uint8_t>());
-            t.pool = static_cast<Pool>(r.get<uint8_t>());
+            t.type = get_type(r);
+            t.pool = get_pool(r);
             for (int d = 0; d < 4; ++d) t.ne[d] = r.get<int64_t>();
             t.buffer_id = r.get<int32_t>();
             t.offset = r.get<uint64_t>();
@@ -358,9 +383,8 @@ TraceContents read_trace(const std::string& path) {
           };
           o.step = r.get<uint32_t>();
           o.node = r.get<uint32_t>();
-          o.phase = static_cast<Phase>(r.get<uint8_t>());
-          o.op = static_cast<OpKind>(r.get<uint8_t>());
-          if (o.op >= OpKind::kCount) fail("unknown op kind {}", static_cast<int>(o.op));
+          o.phase = get_phase(r);
+          o.op = get_op(r);
           o.layer = r.get<int16_t>();
           o.pos_begin = r.get<int32_t>();
           o.pos_end = r.get<int32_t>();
@@ -372,7 +396,7 @@ TraceContents read_trace(const std::string& path) {
           get_tensor(o.out);
           o.write = get_range(r);
           uint16_t n_fused = r.get<uint16_t>();
-          for (uint16_t i = 0; i < n_fused; ++i) o.fused.push_back(static_cast<OpKind>(r.get<uint8_t>()));
+          for (uint16_t i = 0; i < n_fused; ++i) o.fused.push_back(get_op(r));
           uint16_t n_inputs = r.get<uint16_t>();
           o.inputs.resize(n_inputs);
           for (TensorRecord& t : o.inputs) {
@@ -404,7 +428,7 @@ TraceContents read_trace(const std::string& path) {
           const uint32_t step = r.get<uint32_t>(), node = r.get<uint32_t>();
           OpRecord o = previous(node, step, delta ? "OP_DELTA" : "OP_REPEAT");
           o.step = step;
-          o.phase = static_cast<Phase>(r.get<uint8_t>());
+          o.phase = get_phase(r);
           o.pos_begin = r.get<int32_t>();
           o.pos_end = r.get<int32_t>();
           o.thread = r.get<uint16_t>();
@@ -437,11 +461,13 @@ TraceContents read_trace(const std::string& path) {
           const char* kind_name = advances ? "OP_ADVANCES" : "OP_REPEATS";
           if (out.version < (advances ? 5u : 4u)) fail("{} record in a version {} trace", kind_name, out.version);
           const uint32_t step = r.get<uint32_t>();
-          const auto phase = static_cast<Phase>(r.get<uint8_t>());
+          const Phase phase = get_phase(r);
           const int32_t pos_begin = r.get<int32_t>(), pos_end = r.get<int32_t>();
           const uint32_t first = r.get<uint32_t>(), count = r.get<uint32_t>();
           const uint16_t n_threads = r.get<uint16_t>();
           const uint64_t base = r.get<uint64_t>();
+          // Every node costs 8 bytes a worker: a record cannot stand for more nodes than its bytes hold.
+          if (n_threads == 0) fail("{} record of no workers", kind_name);
           if (static_cast<uint64_t>(count) * n_threads * 8 > len) fail("{} nodes exceed the record", count);
           for (uint32_t node = first; node - first < count; ++node) {
             OpRecord o = previous(node, step, kind_name);

@@ -113,5 +113,7 @@ struct TraceContents {
 // Reads a whole trace. A truncated tail (a run killed midway) is not an error: every complete record is returned
 // and complete/stopped_at/stop_reason say where and why reading stopped. A corrupt file is an Error.
 TraceContents read_trace(const std::string& path);
+// The same from the file's bytes; `path` names it in messages (fuzzed: fuzz/fuzz_trace.cpp).
+TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path);
 
 }  // namespace tt::trace

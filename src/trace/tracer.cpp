@@ -337,6 +337,7 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   }
   if (prefetcher_) prefetcher_->on_graph_ready(g, step_);
 
+  if (n > trace::kMaxNodes) fail("a graph of {} nodes: trace.bin holds at most {}", n, trace::kMaxNodes);
   // A graph seen again unchanged (a patched generation step) keeps its key, names and span slots.
   const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
   if (!same_structure) {
