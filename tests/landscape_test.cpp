@@ -137,18 +137,21 @@ TEST(LogitLandscape, PartsComputedInAnyOrderMergeToTheSameLandscape) {
 }
 
 // A part whose logits are all -inf (masked tokens) adds nothing to the softmax and does not make it NaN.
+// (Also when every finite logit is far below 0, where the masked part's distances are measured from.)
 TEST(LogitLandscape, APartOfMinusInfinityAddsNothing) {
-  std::vector<float> logits(40000, -INFINITY);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> dist(0.0f, 2.0f);
-  for (size_t i = 0; i < kLandscapePartLogits; ++i) logits[i] = dist(rng);
-  for (size_t i = 2 * kLandscapePartLogits; i < logits.size(); ++i) logits[i] = dist(rng);
-  const Direct want = direct(logits);
-  const LogitLandscape got = logit_landscape(logits, 5);
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(got.top[i], want.order[i]) << "rank " << i;
-  EXPECT_NEAR(got.entropy, want.entropy, 1e-5 * want.entropy);
-  EXPECT_NEAR(got.prob(logits[got.top[0]]), want.p[got.top[0]], 1e-6 * want.p[got.top[0]]);
-  EXPECT_EQ(got.min_logit, -INFINITY);
+  for (float mean : {0.0f, -200.0f}) {
+    std::vector<float> logits(40000, -INFINITY);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist(mean, 2.0f);
+    for (size_t i = 0; i < kLandscapePartLogits; ++i) logits[i] = dist(rng);
+    for (size_t i = 2 * kLandscapePartLogits; i < logits.size(); ++i) logits[i] = dist(rng);
+    const Direct want = direct(logits);
+    const LogitLandscape got = logit_landscape(logits, 5);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(got.top[i], want.order[i]) << "rank " << i << " mean " << mean;
+    EXPECT_NEAR(got.entropy, want.entropy, 1e-5 * want.entropy) << "mean " << mean;
+    EXPECT_NEAR(got.prob(logits[got.top[0]]), want.p[got.top[0]], 1e-6 * want.p[got.top[0]]) << "mean " << mean;
+    EXPECT_EQ(got.min_logit, -INFINITY);
+  }
 }
 
 TEST(LogitLandscape, UniformAndCertainDistributions) {

@@ -121,10 +121,6 @@ TT_VOCAB_CLONES size_t next_candidate_block(const float* l, size_t i, size_t n, 
   return i;
 }
 
-}  // namespace
-
-namespace {
-
 // The k largest logits by insertion into a sorted list of ids (largest first; equal logits: the one inserted
 // first, i.e. the lower id when ids come in increasing order). NaN logits are not ranked once the list is full.
 class TopK {
@@ -174,13 +170,14 @@ void landscape_part(std::span<const float> logits, size_t part, int k, Landscape
   }
   for (; i < end; ++i) top.consider(i);
 
-  // Pass 2: the sums of the distances to the part's maximum (a part of -inf logits only: to 0, which keeps its
-  // distances -inf and its exponentials 0 instead of NaN).
+  // Pass 2: the sums of the distances to the part's maximum. A part of -inf logits only: distances to 0 (-inf, not
+  // NaN) and no softmax mass (exactly: its clamped terms, scaled to a very negative maximum elsewhere, would not be).
   const float m = logits[out.top[0]];
   out.ref = m == -INFINITY ? 0.0f : m;
   DistanceSums sums;
   distance_sums(logits.data() + begin, out.n, out.ref, sums);
   out.z = sums.z, out.s = sums.s, out.d = sums.d, out.q = sums.q, out.min = sums.min;
+  if (m == -INFINITY) out.z = out.s = 0;
 }
 
 LogitLandscape merge_landscape(std::span<const float> logits, std::span<const LandscapePart> parts, int k) {

@@ -25,6 +25,7 @@ class RecordBuffer {
     used_ += sizeof(T);
   }
   void put_bytes(const void* p, size_t n) {
+    if (n == 0) return;  // p may be null then (an empty span), which memcpy must not get
     if (bytes_.size() - used_ < n) grow(n);
     std::memcpy(bytes_.data() + used_, p, n);
     used_ += n;

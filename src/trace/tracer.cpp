@@ -668,6 +668,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{self_ns_};
   const uint64_t ticks_after = tick_count(), ns_after = now_ns();
   std::span<const float> logits = o.logits;
+  // No logits would mean no landscape part, and so no line head: the line would end a stale one.
+  if (logits.empty()) fail("internal error: step {} has no logits to trace", o.step);
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
   ReadoutStats hidden_stats, logits_stats;
   uint64_t logits_hash = 0;
