@@ -140,10 +140,7 @@ RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's
   cmd.add_flag("--trace-overhead", a->trace_overhead,
                "Alternate untraced and traced repetitions and report the traced/untraced ratio and the time tracing "
                "adds to a token");
-  cmd.add_option("--kernel-isa", a->kernel_isa,
-                 "Kernels' instruction set: auto (the CPU's best), avx2, scalar (the reference kernels); the table's "
-                 "backend column names the one used")
-      ->check(CLI::IsMember({"auto", "avx2", "scalar"}));
+  add_kernel_isa_option(cmd, a->kernel_isa, "the table's backend column names the one used");
   return [a]() { return bench(*a); };
 });
 

@@ -21,6 +21,14 @@ struct Command {
 
 std::vector<Command>& commands();
 
+// --kernel-isa auto|avx2|scalar (run, bench): the value for limit_kernel_isa(), called before the model loads.
+inline void add_kernel_isa_option(CLI::App& cmd, std::string& value, const std::string& what_records_it) {
+  cmd.add_option(
+         "--kernel-isa", value,
+         "Kernels' instruction set: auto (the CPU's best), avx2, scalar (the reference kernels); " + what_records_it)
+      ->check(CLI::IsMember({"auto", "avx2", "scalar"}));
+}
+
 struct RegisterCommand {
   RegisterCommand(std::string name, std::string description, int order, SetupFn setup) {
     commands().push_back({std::move(name), std::move(description), std::move(setup), order});

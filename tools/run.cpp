@@ -104,10 +104,7 @@ RegisterCommand reg(
                    "Record page-cache residency before each op and faults/storage reads during it (IO records)");
       cmd.add_flag("--cold", o.cold, "Evict the model file from the page cache before the first step (and check)");
       cmd.add_option("--prefetch", o.prefetch, "Read weights ahead of compute: none, next-layer, from:RUN_DIR");
-      cmd.add_option("--kernel-isa", a->kernel_isa,
-                     "Kernels' instruction set: auto (the CPU's best), avx2, scalar (the reference kernels); run.json "
-                     "records the one used")
-          ->check(CLI::IsMember({"auto", "avx2", "scalar"}));
+      add_kernel_isa_option(cmd, a->kernel_isa, "run.json records the one used");
       return [a]() { return run(*a); };
     });
 

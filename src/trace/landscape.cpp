@@ -216,7 +216,6 @@ LogitLandscape merge_landscape(std::span<const float> logits, std::span<const La
 }
 
 LogitLandscape logit_landscape(std::span<const float> logits, int k) {
-  if (logits.empty()) fail("logit landscape of an empty vocabulary");
   std::vector<LandscapePart> parts(landscape_part_count(logits.size()));
   for (size_t p = 0; p < parts.size(); ++p) landscape_part(logits, p, k, parts[p]);
   return merge_landscape(logits, parts, k);

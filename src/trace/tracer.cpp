@@ -337,10 +337,10 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   }
   if (prefetcher_) prefetcher_->on_graph_ready(g, step_);
 
-  if (n > trace::kMaxNodes) fail("a graph of {} nodes: trace.bin holds at most {}", n, trace::kMaxNodes);
   // A graph seen again unchanged (a patched generation step) keeps its key, names and span slots.
   const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
   if (!same_structure) {
+    if (n > trace::kMaxNodes) fail("a graph of {} nodes: trace.bin holds at most {}", n, trace::kMaxNodes);
     spans_.resize(n_threads_);
     for (auto& s : spans_) s.assign(n, Span{});
     auto [it, first_seen] = graphs_.try_emplace(graph_key(g));
@@ -671,6 +671,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
   // No logits would mean no landscape part, and so no line head: the line would end a stale one.
   if (logits.empty()) fail("internal error: step {} has no logits to trace", o.step);
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
+  const int landscape_k = std::max(k, 2);  // the top-1/top-2 gap needs two
   ReadoutStats hidden_stats, logits_stats;
   uint64_t logits_hash = 0;
   // Work items handed to whichever worker asks next: the op records, the readouts' statistics and hashes, then the
@@ -687,10 +688,10 @@ void Tracer::on_step_end(const StepOutcome& o) {
       hidden_stats = readout_stats(o.hidden);
       logits_hash = readout_hash(logits);
     } else {
-      landscape_part(logits, item - 2, std::max(k, 2), landscape_parts_[item - 2]);
+      landscape_part(logits, item - 2, landscape_k, landscape_parts_[item - 2]);
       if (parts_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         const std::span<const LandscapePart> parts(landscape_parts_.data(), n_parts);
-        logits_stats = write_step_line_head(o, k, merge_landscape(logits, parts, std::max(k, 2)));
+        logits_stats = write_step_line_head(o, k, merge_landscape(logits, parts, landscape_k));
       }
     }
   };
