@@ -20,6 +20,24 @@ size_t max_scratch_bytes(const Graph& g) {
   return m;
 }
 
+void Executor::plan(const Graph& g) {
+  const std::vector<Node>& nodes = g.nodes();
+  plan_.assign(nodes.size(), 0);
+  if (pool_.size() == 1) return;  // one thread: no barriers at all
+  // A node is split when its work pays for the split; a barrier follows a node when a thread other than the one
+  // that ran it may read its output next: after a split node, and after a one-thread node followed by a split one.
+  // Runs of one-thread nodes go back to back on thread 0.
+  int last = -1;  // the previous executed node
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (op_is_view(nodes[i].op)) continue;
+    const bool split = node_work(nodes[i]) >= kMinParallelWork;
+    if (split) plan_[i] |= kSplit;
+    if (last >= 0 && ((plan_[last] & kSplit) || split)) plan_[last] |= kBarrierAfter;
+    last = static_cast<int>(i);
+  }
+  if (last >= 0 && (plan_[last] & kSplit)) plan_[last] |= kBarrierAfter;
+}
+
 void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
   const std::vector<Node>& nodes = g.nodes();
   const int nth = pool_.size();
@@ -28,12 +46,12 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #endif
   const bool node_done = observer && observer->wants_node_done();
   const bool node_begin = observer && observer->wants_node_begin();
+  plan(g);
   chunk_counters_[0].store(0, std::memory_order_relaxed);
   chunk_counters_[1].store(0, std::memory_order_relaxed);
   pool_.run([&](int ith) {
-    ComputeContext ctx{ith, nth, &pool_, scratch};
     WorkerSpan* spans = observer ? observer->span_slots(ith) : nullptr;
-    int64_t executed = 0;                // nodes run so far: the same count on every thread
+    int64_t executed = 0;                // split nodes run so far: the same count on every thread
     const Node* scratch_user = nullptr;  // the last node that wrote scratch
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
       const Node& n = nodes[i];
@@ -46,29 +64,38 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #endif
         continue;
       }
-      ctx.chunk_counter = &chunk_counters_[executed % 2];
-      ctx.input_converted = scratch_user && shares_converted_input(*scratch_user, n);
+      const bool split = plan_[i] & kSplit, barrier_after = plan_[i] & kBarrierAfter;
+      const bool input_converted = scratch_user && shares_converted_input(*scratch_user, n);
+      if (scratch_bytes(n) > 0) scratch_user = &n;  // on every thread, whether it runs the node or not
+      if (!split && ith != 0) {
+        if (spans) spans[i] = {};  // no share (the slot may hold a span of a step that split this node)
+      } else {
+        ComputeContext ctx{split ? ith : 0, split ? nth : 1, &pool_, scratch};
+        ctx.chunk_counter = split ? &chunk_counters_[executed % 2] : nullptr;
+        ctx.input_converted = input_converted;
 #if TT_TRACE_HOOKS
-      if (node_begin) {
-        if (ith == 0) observer->on_node_begin(i, n);
-        pool_.barrier();
-        observer->on_worker_begin(ith, i);
-      }
-      const uint64_t t0 = spans ? tick_count() : 0;
-      compute_node(n, ctx);
-      if (spans) spans[i] = {t0, tick_count()};
-      if (node_begin) observer->on_worker_end(ith, i);
+        if (node_begin) {
+          if (ith == 0) observer->on_node_begin(i, n);
+          if (split) pool_.barrier();
+          observer->on_worker_begin(ith, i);
+        }
+        const uint64_t t0 = spans ? tick_count() : 0;
+        compute_node(n, ctx);
+        if (spans) spans[i] = {t0, tick_count()};
+        if (node_begin) observer->on_worker_end(ith, i);
 #else
-      compute_node(n, ctx);
+        compute_node(n, ctx);
 #endif
-      if (scratch_bytes(n) > 0) scratch_user = &n;
-      // The other counter's last users finished before this node began: ready it for the next node.
-      if (ith == 0) chunk_counters_[(executed + 1) % 2].store(0, std::memory_order_relaxed);
-      ++executed;
-      pool_.barrier();
+      }
+      if (split) {
+        // The other counter's last users finished before this node began: ready it for the next split node.
+        if (ith == 0) chunk_counters_[(executed + 1) % 2].store(0, std::memory_order_relaxed);
+        ++executed;
+      }
+      if (barrier_after) pool_.barrier();
       if (node_done) {
         if (ith == 0) observer->on_node_done(i, n);
-        pool_.barrier();
+        if (barrier_after) pool_.barrier();
       }
     }
   });

@@ -1,5 +1,6 @@
-// Runs a step's graph on the thread pool: every thread walks the nodes in order, does its share of each, and
-// meets the others at a barrier. An observer (the tracer) sees per-thread spans and completed nodes.
+// Runs a step's graph on the thread pool: every thread walks the nodes in order, does its share of each node worth
+// splitting and meets the others at a barrier after it; nodes too small to split run on thread 0 alone, back to
+// back. An observer (the tracer) sees per-thread spans and completed nodes.
 #pragma once
 
 #include <atomic>
@@ -39,7 +40,8 @@ class ExecObserver {
  public:
   virtual ~ExecObserver() = default;
   // Where thread `thread` stores its span of every node of the graph being run (one slot per node, owned by the
-  // observer, written without locks or calls): views by thread 0 only, as {t, t}; every other node by every thread.
+  // observer, written without locks or calls): views by thread 0 only, as {t, t}; a node run by thread 0 alone
+  // (too small to split) by thread 0, and as {0, 0} by the others; every other node by every thread.
   virtual WorkerSpan* span_slots(int thread) = 0;
   // Only when wants_node_begin(): called by each worker just after its share of a node.
   virtual void on_worker_end(int thread, int node) {}
@@ -61,7 +63,12 @@ class Executor {
   void run(const Graph& g, uint8_t* scratch, ExecObserver* observer);
 
  private:
+  // Per node: kSplit (all threads share it, else thread 0 runs it alone) and kBarrierAfter.
+  static constexpr uint8_t kSplit = 1, kBarrierAfter = 2;
+  void plan(const Graph& g);
+
   ThreadPool& pool_;
+  std::vector<uint8_t> plan_;  // per node, rebuilt each run (positions change the attention's work)
   // Work-chunk counters shared by the threads of a node (ComputeContext::next_chunk); executed nodes alternate
   // between the two so that one can be reset while the other is in use.
   alignas(64) std::atomic<int64_t> chunk_counters_[2] = {};

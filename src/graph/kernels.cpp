@@ -300,6 +300,20 @@ bool shares_converted_input(const Node& previous, const Node& node) {
   return a && b && a->vec_dot_type == b->vec_dot_type && a->vec_dot_type != GgmlType::F32;
 }
 
+uint64_t node_work(const Node& n) {
+  uint64_t work = n.write.length;
+  for (const ByteRange& r : n.reads) work += r.length;
+  if (n.op == OpKind::MUL_MAT) {
+    const Tensor& w = *n.src[0];
+    work += static_cast<uint64_t>(w.ne[0]) * static_cast<uint64_t>(w.ne[1]) * static_cast<uint64_t>(n.src[1]->n_rows());
+  } else if (n.op == OpKind::FLASH_ATTN_EXT) {
+    const Tensor& q = n.src[0]->storage();  // [head_dim, n_heads, n_tokens]
+    work += 2 * static_cast<uint64_t>(q.ne[0]) * static_cast<uint64_t>(q.ne[1]) * static_cast<uint64_t>(q.ne[2]) *
+            static_cast<uint64_t>(n.params.n_kv);
+  }
+  return work;
+}
+
 void compute_node(const Node& n, const ComputeContext& ctx) {
   switch (n.op) {
     case OpKind::GET_ROWS:

@@ -36,4 +36,13 @@ bool shares_converted_input(const Node& previous, const Node& node);
 
 void compute_node(const Node& node, const ComputeContext& ctx);
 
+// A node's work in byte-equivalents: the bytes it reads and writes, plus its multiply-adds for products and
+// attention (a thread streams a byte from L2 in about the time it does a multiply-add of these kernels).
+uint64_t node_work(const Node& node);
+
+// Below this much work a node runs on one thread: splitting it saves less than the barrier after it and the
+// other core's cache lines cost (~250 ns for a barrier on the 2-core test VM; stories260K's generation ran at
+// half the speed on two threads than on one when every node was split). Measured in docs/performance.md.
+constexpr uint64_t kMinParallelWork = 64 * 1024;
+
 }  // namespace tt
