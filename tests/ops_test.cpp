@@ -32,7 +32,9 @@ struct OpHarness {
     g.buffers.push_back({t->buffer_id, Pool::INPUT, name, t->data, storage.back().size() * 4});
     return t;
   }
-  void run(const std::vector<const Tensor*>& keep, int threads = 1) {
+  // min_parallel_work 0: every node split over the threads (what the multi-thread kernel tests exercise).
+  void run(const std::vector<const Tensor*>& keep, int threads = 1, uint64_t min_parallel_work = 0,
+           ExecObserver* observer = nullptr) {
     AllocPlan plan = plan_activations(g, keep);
     arena.reserve(plan.arena_bytes);
     scratch.reserve(max_scratch_bytes(g) + 64);
@@ -40,7 +42,7 @@ struct OpHarness {
     bind_activation_data(g, arena.data(), 1);
     resolve_ranges(g, 0);
     ThreadPool pool(threads);
-    Executor(pool).run(g, scratch.data(), nullptr);
+    Executor(pool, min_parallel_work).run(g, scratch.data(), observer);
   }
 };
 
@@ -163,6 +165,68 @@ TEST(Ops, MulMatReusesConvertedInputOnlyWhenItIsThere) {
     EXPECT_EQ(values(ya2), alone1) << threads << " threads";
     EXPECT_EQ(values(yb), alone2) << threads << " threads";
     EXPECT_EQ(values(ya3), alone1) << threads << " threads";
+  }
+}
+
+// Spans of every node and thread, pre-filled with a marker the executor must overwrite.
+struct SpanRecorder : ExecObserver {
+  std::vector<std::vector<WorkerSpan>> slots;
+  SpanRecorder(int threads, size_t nodes) : slots(threads, std::vector<WorkerSpan>(nodes, WorkerSpan{1, 1})) {}
+  WorkerSpan* span_slots(int thread) override { return slots[thread].data(); }
+};
+
+// A chain alternating products worth splitting and elementwise nodes too small to split: each small node runs on
+// thread 0 alone, the other threads record no share for it, barriers are kept only where a node's output is read by
+// another thread next, and every result is bit-identical to one thread's.
+TEST(Executor, SmallNodesRunOnThreadZeroAndResultsMatchOneThread) {
+  constexpr int64_t K = 64, N = 64, M = 2;
+  std::vector<float> wv(K * N), xv(K * M), bias(K);
+  for (int64_t i = 0; i < K * N; ++i) wv[i] = static_cast<float>((i * 29) % 31) / 16 - 1;
+  for (int64_t i = 0; i < K * M; ++i) xv[i] = static_cast<float>((i * 7) % 13) / 4 - 1.5f;
+  for (int64_t i = 0; i < K; ++i) bias[i] = static_cast<float>(i % 5) / 8;
+  struct Result {
+    std::vector<float> out;
+    std::vector<std::vector<WorkerSpan>> spans;
+    std::vector<OpKind> ops;
+  };
+  // Work of a product here: 16 kB of weights, 512 B of input and output, 8,192 multiply-adds; of an add: ~1 kB.
+  constexpr uint64_t kThreshold = 8 * 1024;
+  auto run = [&](int threads, uint64_t min_work) {
+    OpHarness h;
+    Tensor* w = h.leaf("w", {K, N}, wv);
+    Tensor* b = h.leaf("b", {K}, bias);
+    Tensor* cur = h.leaf("x", {K, M}, xv);
+    for (int i = 0; i < 3; ++i) {
+      cur = h.b.mul_mat(w, cur, "mm" + std::to_string(i));
+      cur = h.b.add(cur, b, "add" + std::to_string(i));
+      cur = h.b.rms_norm(cur, 1e-5f, "norm" + std::to_string(i));
+    }
+    SpanRecorder rec(threads, h.g.nodes().size());
+    h.run({cur}, threads, min_work, &rec);
+    Result r{values(cur), rec.slots, {}};
+    for (const Node& n : h.g.nodes()) {
+      r.ops.push_back(n.op);
+      EXPECT_EQ(node_work(n) >= kThreshold, n.op == OpKind::MUL_MAT) << n.out->name << ": " << node_work(n);
+    }
+    return r;
+  };
+  const Result one = run(1, kThreshold);
+  for (int threads : {2, 3}) {
+    const Result mixed = run(threads, kThreshold);
+    EXPECT_EQ(mixed.out, one.out) << threads << " threads";
+    EXPECT_EQ(run(threads, 0).out, one.out) << threads << " threads, every node split";
+    EXPECT_EQ(run(threads, UINT64_MAX).out, one.out) << threads << " threads, no node split";
+    for (size_t i = 0; i < mixed.ops.size(); ++i) {
+      const bool split = mixed.ops[i] == OpKind::MUL_MAT;
+      EXPECT_GT(mixed.spans[0][i].end, 1u) << "node " << i << ": thread 0 has no span";
+      for (int t = 1; t < threads; ++t) {
+        const WorkerSpan s = mixed.spans[t][i];
+        if (split)
+          EXPECT_GT(s.end, 1u) << "split node " << i << ", thread " << t;
+        else
+          EXPECT_TRUE(s.start == 0 && s.end == 0) << "node " << i << ", thread " << t << ": " << s.start;
+      }
+    }
   }
 }
 

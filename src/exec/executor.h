@@ -12,6 +12,7 @@
 #endif
 
 #include "graph/graph.h"
+#include "graph/kernels.h"
 
 namespace tt {
 
@@ -58,7 +59,9 @@ class ExecObserver {
 
 class Executor {
  public:
-  explicit Executor(ThreadPool& pool) : pool_(pool) {}
+  // Nodes whose node_work() is below min_parallel_work run on thread 0 alone (0: every node is split).
+  explicit Executor(ThreadPool& pool, uint64_t min_parallel_work = kMinParallelWork)
+      : pool_(pool), min_parallel_work_(min_parallel_work) {}
   // scratch must hold max scratch_bytes over the graph's nodes.
   void run(const Graph& g, uint8_t* scratch, ExecObserver* observer);
 
@@ -68,6 +71,7 @@ class Executor {
   void plan(const Graph& g);
 
   ThreadPool& pool_;
+  uint64_t min_parallel_work_;
   std::vector<uint8_t> plan_;  // per node, rebuilt each run (positions change the attention's work)
   // Work-chunk counters shared by the threads of a node (ComputeContext::next_chunk); executed nodes alternate
   // between the two so that one can be reset while the other is in use.
