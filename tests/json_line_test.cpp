@@ -42,6 +42,21 @@ TEST(JsonLine, RoundTripsThroughAParser) {
   EXPECT_EQ(j.str(), "{\"again\":1}");
 }
 
+// Keys take a one-append path when plain and short; any other key is escaped as a string value is.
+TEST(JsonLine, KeysPlainEscapedAndLong) {
+  const std::string long_key(80, 'k');
+  JsonLine j;
+  j.begin_object().field("plain", 1).field("q\"uote", 2).field(long_key, 3).field("", 4).field("caf\xc3\xa9", 5);
+  j.end_object();
+  EXPECT_EQ(j.str().substr(0, 23), "{\"plain\":1,\"q\\\"uote\":2,") << j.str();
+  const nlohmann::json parsed = nlohmann::json::parse(j.str());
+  EXPECT_EQ(parsed["plain"], 1);
+  EXPECT_EQ(parsed["q\"uote"], 2);
+  EXPECT_EQ(parsed[long_key], 3);
+  EXPECT_EQ(parsed[""], 4);
+  EXPECT_EQ(parsed["caf\xc3\xa9"], 5);
+}
+
 TEST(JsonLine, FloatsPrintTheirShortestTextAndReadBackExactly) {
   JsonLine j;
   j.begin_object().begin_array("v");

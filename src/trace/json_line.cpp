@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 namespace tt {
@@ -30,6 +31,21 @@ JsonLine& JsonLine::close(char bracket) {
   return *this;
 }
 
+namespace {
+
+// Characters a JSON string holds as they are: printable ASCII but the quote and the backslash.
+bool is_plain_char(char ch) {
+  const auto c = static_cast<unsigned char>(ch);
+  return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+bool is_plain(std::string_view s) {
+  for (char c : s)
+    if (!is_plain_char(c)) return false;
+  return true;
+}
+
+}  // namespace
+
 JsonLine& JsonLine::begin_object() { return open('{'); }
 JsonLine& JsonLine::end_object() { return close('}'); }
 JsonLine& JsonLine::begin_array(std::string_view k) { return key(k).open('['); }
@@ -37,8 +53,18 @@ JsonLine& JsonLine::end_array() { return close(']'); }
 
 JsonLine& JsonLine::key(std::string_view k) {
   separate();
-  append_json_string(out_, k);
-  out_ += ':';
+  // Keys are short plain literals: quoted with the colon in one append (a line has ~60 of them).
+  char buf[64];
+  if (k.size() + 3 <= sizeof(buf) && is_plain(k)) {
+    buf[0] = '"';
+    std::memcpy(buf + 1, k.data(), k.size());
+    buf[k.size() + 1] = '"';
+    buf[k.size() + 2] = ':';
+    out_.append(buf, k.size() + 3);
+  } else {
+    append_json_string(out_, k);
+    out_ += ':';
+  }
   after_key_ = true;
   return *this;
 }
@@ -136,13 +162,9 @@ size_t utf8_sequence(std::string_view s, size_t i) {
 
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';
-  // Most strings (keys, ASCII token pieces) need no escape: copied whole.
-  const auto plain = [](char ch) {
-    const auto c = static_cast<unsigned char>(ch);
-    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-  };
+  // Most strings (ASCII token pieces) need no escape: copied whole.
   size_t i = 0;
-  while (i < s.size() && plain(s[i])) ++i;
+  while (i < s.size() && is_plain_char(s[i])) ++i;
   out.append(s.substr(0, i));
   while (i < s.size()) {
     const unsigned char c = static_cast<unsigned char>(s[i]);

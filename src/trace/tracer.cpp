@@ -94,13 +94,28 @@ ReadoutStats readout_stats(std::span<const float> v) {
   return r;
 }
 
+namespace {
+
+// 16 lowercase hex digits (as fmt's {:016x}, without its heap string: the line is written every step).
+struct Hex64 {
+  char digits[16];
+  operator std::string_view() const { return {digits, sizeof(digits)}; }
+};
+Hex64 hex64(uint64_t v) {
+  Hex64 h;
+  for (int i = 15; i >= 0; --i, v >>= 4) h.digits[i] = "0123456789abcdef"[v & 15];
+  return h;
+}
+
+}  // namespace
+
 void ReadoutStats::write(JsonLine& j) const {
   j.begin_object()
       .field("min", min)
       .field("max", max)
       .field("mean", mean)
       .field("std", std)
-      .field("hash", std::string_view(fmt::format("{:016x}", hash)))
+      .field("hash", hex64(hash))
       .end_object();
 }
 
@@ -637,25 +652,29 @@ void Tracer::write_io(size_t i) {
 }
 
 bool Tracer::write_advance_run(const StepOutcome& o, size_t first, size_t end) {
-  // Times as u32 ns after the run's earliest start: a run lasting over 4.2 s goes out node by node instead.
+  // Times as u32 ns after the run's earliest start: a run lasting over 4.2 s goes out node by node instead. Written
+  // through a pointer into a buffer kept at its size (a run of every node of a step, every step).
+  auto has_share = [](const Span& s) { return (s.start | s.end) != 0; };
   uint64_t base = UINT64_MAX;
   for (int t = 0; t < n_threads_; ++t)
     for (size_t i = first; i < end; ++i)
-      if (spans_[t][i].start || spans_[t][i].end) base = std::min(base, spans_[t][i].start);
+      base = std::min(base, has_share(spans_[t][i]) ? spans_[t][i].start : UINT64_MAX);
   if (base == UINT64_MAX) base = t0_;
   std::vector<uint32_t>& times = run_times_;
-  times.clear();
+  times.resize((end - first) * static_cast<size_t>(n_threads_) * 2);
+  uint32_t* out = times.data();
   uint64_t n_spans = 0;
   for (size_t i = first; i < end; ++i) {
+    const bool view = names_->view[i];
     for (int t = 0; t < n_threads_; ++t) {
       const Span& s = spans_[t][i];
-      if (s.start == 0 && s.end == 0) {
-        times.insert(times.end(), {trace::kNoShare, trace::kNoShare});
+      if (!has_share(s)) {
+        *out++ = trace::kNoShare, *out++ = trace::kNoShare;
         continue;
       }
       if (s.end - base >= trace::kNoShare) return false;
-      times.insert(times.end(), {static_cast<uint32_t>(s.start - base), static_cast<uint32_t>(s.end - base)});
-      n_spans += !names_->view[i];
+      *out++ = static_cast<uint32_t>(s.start - base), *out++ = static_cast<uint32_t>(s.end - base);
+      n_spans += !view;
     }
   }
   writer_.op_advances({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, static_cast<uint32_t>(first),
