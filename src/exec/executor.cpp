@@ -30,12 +30,12 @@ void Executor::plan(const Graph& g) {
   int last = -1;  // the previous executed node
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (op_is_view(nodes[i].op)) continue;
-    const bool split = node_work(nodes[i]) >= min_parallel_work_;
-    if (split) plan_[i] |= kSplit;
-    if (last >= 0 && ((plan_[last] & kSplit) || split)) plan_[last] |= kBarrierAfter;
+    if (node_work(nodes[i]) >= min_parallel_work_) {
+      plan_[i] = kSplit | kBarrierAfter;
+      if (last >= 0) plan_[last] |= kBarrierAfter;
+    }
     last = static_cast<int>(i);
   }
-  if (last >= 0 && (plan_[last] & kSplit)) plan_[last] |= kBarrierAfter;
 }
 
 void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {

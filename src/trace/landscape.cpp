@@ -125,10 +125,11 @@ TT_VOCAB_CLONES size_t next_candidate_block(const float* l, size_t i, size_t n, 
 // first, i.e. the lower id when ids come in increasing order). NaN logits are not ranked once the list is full.
 class TopK {
  public:
-  TopK(std::span<const float> logits, size_t keep, std::vector<int32_t>& top)
-      : logits_(logits), keep_(keep), top_(top) {
+  // Keeps k clamped to [1, n] for n logits ranked.
+  TopK(std::span<const float> logits, int k, size_t n, std::vector<int32_t>& top)
+      : logits_(logits), keep_(std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1, n)), top_(top) {
     top_.clear();
-    top_.reserve(keep + 1);
+    top_.reserve(keep_ + 1);
   }
   bool full() const { return top_.size() == keep_; }
   float threshold() const { return threshold_; }  // the k-th largest so far; -inf until k logits are in
@@ -158,7 +159,7 @@ void landscape_part(std::span<const float> logits, size_t part, int k, Landscape
 
   // Pass 1: top-k. Once the list is full, a block of logits is looked at one by one only when one of them beats
   // the current k-th (rare after the first few thousand).
-  TopK top(logits, std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1, out.n), out.top);
+  TopK top(logits, k, out.n, out.top);
   size_t i = begin;
   while (i + kCandidateBlock <= end) {
     if (top.full()) {
@@ -188,7 +189,7 @@ LogitLandscape merge_landscape(std::span<const float> logits, std::span<const La
   LogitLandscape out;
   // The top-k of the parts' top-k lists, in part order: the ids a single pass over the vocabulary keeps (each of
   // them is in its part's list; ties still go to the lower id, as every id of a part is below the next part's).
-  TopK top(logits, std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1, n), out.top);
+  TopK top(logits, k, n, out.top);
   for (const LandscapePart& p : parts)
     for (int32_t id : p.top) top.consider(static_cast<size_t>(id));
   const double m = out.max_logit = logits[out.top[0]];

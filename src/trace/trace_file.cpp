@@ -49,20 +49,16 @@ class Reader {
 };
 
 // Enumerations read from a record: a value outside the enumeration is corruption (consumers index tables by them).
-Pool get_pool(Reader& r) {
+template <typename E>
+E get_enum(Reader& r, E last, const char* what) {
   const uint8_t v = r.get<uint8_t>();
-  if (v > static_cast<uint8_t>(Pool::SCRATCH)) fail("unknown buffer pool {}", v);
-  return static_cast<Pool>(v);
+  if (v > static_cast<uint8_t>(last)) fail("unknown {} {}", what, v);
+  return static_cast<E>(v);
 }
-Phase get_phase(Reader& r) {
-  const uint8_t v = r.get<uint8_t>();
-  if (v > static_cast<uint8_t>(Phase::GENERATE)) fail("unknown phase {}", v);
-  return static_cast<Phase>(v);
-}
+Pool get_pool(Reader& r) { return get_enum(r, Pool::SCRATCH, "buffer pool"); }
+Phase get_phase(Reader& r) { return get_enum(r, Phase::GENERATE, "phase"); }
 OpKind get_op(Reader& r) {
-  const uint8_t v = r.get<uint8_t>();
-  if (v >= static_cast<uint8_t>(OpKind::kCount)) fail("unknown op kind {}", v);
-  return static_cast<OpKind>(v);
+  return get_enum(r, static_cast<OpKind>(static_cast<uint8_t>(OpKind::kCount) - 1), "op kind");
 }
 GgmlType get_type(Reader& r) {
   const uint8_t v = r.get<uint8_t>();
