@@ -22,6 +22,10 @@ size_t max_scratch_bytes(const Graph& g) {
 
 void Executor::plan(const Graph& g) {
   const std::vector<Node>& nodes = g.nodes();
+  size_t thread_bytes = 0;
+  for (const Node& n : nodes) thread_bytes = std::max(thread_bytes, thread_scratch_bytes(n));
+  thread_scratch_stride_ = (thread_bytes + 63) / 64 * 64;  // a cache line apart: no false sharing
+  thread_scratch_.reserve(thread_scratch_stride_ * static_cast<size_t>(pool_.size()));
   plan_.assign(nodes.size(), 0);
   if (pool_.size() == 1) return;  // one thread: no barriers at all
   // A node is split when its work pays for the split; a barrier follows a node when a thread other than the one
@@ -70,7 +74,8 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
       if (!split && ith != 0) {
         if (spans) spans[i] = {};  // no share (the slot may hold a span of a step that split this node)
       } else {
-        ComputeContext ctx{split ? ith : 0, split ? nth : 1, &pool_, scratch};
+        ComputeContext ctx{split ? ith : 0, split ? nth : 1, &pool_, scratch,
+                           thread_scratch_.data() + static_cast<size_t>(ith) * thread_scratch_stride_};
         ctx.chunk_counter = split ? &chunk_counters_[executed % 2] : nullptr;
         ctx.input_converted = input_converted;
 #if TT_TRACE_HOOKS

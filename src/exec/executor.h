@@ -11,6 +11,7 @@
 #include <x86intrin.h>
 #endif
 
+#include "core/aligned_buffer.h"
 #include "graph/graph.h"
 #include "graph/kernels.h"
 
@@ -73,6 +74,10 @@ class Executor {
   ThreadPool& pool_;
   uint64_t min_parallel_work_;
   std::vector<uint8_t> plan_;  // per node, rebuilt each run (positions change the attention's work)
+  // Each thread's work memory (ComputeContext::thread_scratch): thread i's at i * thread_scratch_stride_, grown by
+  // plan() to the graph's largest thread_scratch_bytes, so kernels never allocate.
+  AlignedBuffer thread_scratch_;
+  size_t thread_scratch_stride_ = 0;
   // Work-chunk counters shared by the threads of a node (ComputeContext::next_chunk); executed nodes alternate
   // between the two so that one can be reset while the other is in use.
   alignas(64) std::atomic<int64_t> chunk_counters_[2] = {};

@@ -151,7 +151,7 @@ void rope(const Node& n, const ComputeContext& ctx) {
   const RopeParams& p = n.params.rope;
   const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tokens = x.ne[2];
   const float theta_scale = std::pow(p.base, -2.0f / p.n_dims);
-  std::vector<float> cache(p.n_dims);
+  float* cache = reinterpret_cast<float*>(ctx.thread_scratch);  // [n_dims] cos/sin pairs of one token
   Range r = split(n_tokens, ctx.ith, ctx.nth);
   for (int64_t t = r.begin; t < r.end; ++t) {
     float theta = static_cast<float>(n.params.pos0 + t);
@@ -166,7 +166,7 @@ void rope(const Node& n, const ComputeContext& ctx) {
       const float* in = x.as<const float>() + (t * n_heads + h) * head_dim;
       float* out = n.out->as<float>() + (t * n_heads + h) * head_dim;
       if (in != out) std::memcpy(out, in, head_dim * sizeof(float));
-      rope_rotate(in, out, cache.data(), p.n_dims, p.neox);
+      rope_rotate(in, out, cache, p.n_dims, p.neox);
     }
   }
 }
@@ -218,15 +218,14 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   const uint64_t stride = kc.row_size(), head_bytes = stride / n_kv_heads;  // K and V share type and width
   auto query = [&](int64_t t, int64_t h) { return q.as<const float>() + (t * n_heads + h) * head_dim; };
   auto output = [&](int64_t t, int64_t h) { return n.out->as<float>() + (t * n_heads + h) * head_dim; };
-  if (kc.type != GgmlType::F16) {  // F32 cache: one query at a time
-    std::vector<float> acc(head_dim);
+  if (kc.type != GgmlType::F16) {                               // F32 cache: one query at a time
+    float* acc = reinterpret_cast<float*>(ctx.thread_scratch);  // [head_dim]
     const Range r = split(n_tokens * n_heads, ctx.ith, ctx.nth);
     for (int64_t item = r.begin; item < r.end; ++item) {
       const int64_t t = item / n_heads, h = item % n_heads, n_pos = n.params.pos0 + t + 1;
-      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::fill(acc, acc + head_dim, 0.0f);
       AttendSteps<float, dot_f32_double, scale_f32, mad_f32> steps{
-          query(t, h), kc.data + (h / group) * head_bytes, vc.data + (h / group) * head_bytes, stride, head_dim,
-          acc.data()};
+          query(t, h), kc.data + (h / group) * head_bytes, vc.data + (h / group) * head_bytes, stride, head_dim, acc};
       float inv;
       attend(steps, &n_pos, n.params.scale, &inv);
       for (int64_t d = 0; d < head_dim; ++d) output(t, h)[d] = acc[d] * inv;
@@ -239,7 +238,9 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   const int64_t tokens_per_unit = std::max<int64_t>(1, kAttendMaxQueries / heads_per_unit);
   const int64_t token_blocks = (n_tokens + tokens_per_unit - 1) / tokens_per_unit;
   const int64_t n_units = token_blocks * n_kv_heads * chunks;
-  std::vector<uint16_t> q16(kAttendMaxQueries * head_dim), acc16(head_dim);
+  // The unit's queries in F16 [head_dim, kAttendMaxQueries], then the accumulator [head_dim] (thread_scratch_bytes).
+  uint16_t* q16 = reinterpret_cast<uint16_t*>(ctx.thread_scratch);
+  uint16_t* acc16 = q16 + kAttendMaxQueries * head_dim;
   const uint16_t* qs[kAttendMaxQueries];
   float* outs[kAttendMaxQueries];
   int64_t n_pos[kAttendMaxQueries];
@@ -253,7 +254,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
     int nq = 0;
     for (int64_t t = t0; t < t1; ++t) {
       for (int64_t h = h0; h < h1; ++h, ++nq) {
-        uint16_t* q_half = q16.data() + nq * head_dim;
+        uint16_t* q_half = q16 + nq * head_dim;
         fp32_to_fp16_row(query(t, h), q_half, head_dim);  // llama.cpp converts Q to the cache type
         qs[nq] = q_half;
         outs[nq] = output(t, h);
@@ -261,7 +262,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
       }
     }
     attend_f16(nq, qs, n_pos, kc.data + kv_head * head_bytes, vc.data + kv_head * head_bytes, stride, head_dim,
-               n.params.scale, acc16.data(), outs);
+               n.params.scale, acc16, outs);
   });
 }
 
@@ -291,6 +292,20 @@ int64_t ComputeContext::next_chunk() const { return chunk_counter->fetch_add(1, 
 size_t scratch_bytes(const Node& node) {
   if (node.op != OpKind::MUL_MAT) return 0;
   return converted_row_bytes(node) * node.src[1]->n_rows();
+}
+
+size_t thread_scratch_bytes(const Node& node) {
+  switch (node.op) {
+    case OpKind::ROPE:
+      return static_cast<size_t>(node.params.rope.n_dims) * sizeof(float);
+    case OpKind::FLASH_ATTN_EXT: {
+      const int64_t head_dim = node.src[0]->storage().ne[0];
+      if (node.src[1]->storage().type != GgmlType::F16) return static_cast<size_t>(head_dim) * sizeof(float);
+      return static_cast<size_t>((kAttendMaxQueries + 1) * head_dim) * sizeof(uint16_t);
+    }
+    default:
+      return 0;
+  }
 }
 
 bool shares_converted_input(const Node& previous, const Node& node) {

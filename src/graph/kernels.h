@@ -17,6 +17,8 @@ struct ComputeContext {
   int nth = 1;
   ThreadPool* pool = nullptr;  // for barrier(); null when single-threaded
   uint8_t* scratch = nullptr;  // shared work memory, at least scratch_bytes(node)
+  // This thread's own work memory, at least thread_scratch_bytes(node), 64-byte aligned (kernels must not allocate).
+  uint8_t* thread_scratch = nullptr;
   // Shared by the node's threads, zero when the node starts: next_chunk() hands out 0, 1, 2, ... across threads,
   // so a thread slowed down (by the machine or its share) takes fewer chunks. Null: chunks split evenly.
   std::atomic<int64_t>* chunk_counter = nullptr;
@@ -29,6 +31,9 @@ struct ComputeContext {
 
 // Work memory a node needs (e.g. its activations converted to the weight's vec_dot_type).
 size_t scratch_bytes(const Node& node);
+
+// Work memory each thread running a share of a node needs for itself (e.g. rope's angle table).
+size_t thread_scratch_bytes(const Node& node);
 
 // Whether `node`, run right after `previous` as the next user of scratch, finds its converted activations there:
 // both are products of the same input tensor whose weights take the same activation type.
