@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
 #include <vector>
 
 namespace tt {
@@ -23,6 +26,32 @@ TEST(Sampler, GreedyTakesTheFirstLargestLogit) {
   EXPECT_EQ(s.sample(logits).probability, 1.0f);
   EXPECT_EQ(s.sample(std::vector<float>{-5.0f}).token, 0);
   EXPECT_EQ(s.sample(std::vector<float>{-1.0f, -1.0f}).token, 0);
+}
+
+// argmax runs sixteen lanes at a time with a scalar tail; std::max_element (operator<) is the oracle: the first of
+// equal largest values, a NaN never chosen unless it comes first, all -inf gives 0.
+TEST(Sampler, ArgmaxMatchesMaxElementOnEveryShape) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-3, 3);  // few distinct values: many ties across lanes and the tail
+  std::uniform_real_distribution<float> wide(-20.0f, 20.0f);
+  const float specials[] = {NAN, -INFINITY, INFINITY, -0.0f, 0.0f};
+  int checked = 0;
+  for (size_t n : {1, 2, 15, 16, 17, 31, 32, 33, 47, 100, 1000, 50257}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> v(n);
+      for (float& x : v) x = trial % 2 ? static_cast<float>(small(rng)) : wide(rng);
+      if (trial % 4 >= 2)  // sprinkle NaN, infinities and signed zeros, sometimes at the front
+        for (int s = 0; s < 3; ++s) v[rng() % n] = specials[rng() % 5];
+      if (trial == 5) v[0] = NAN;
+      if (trial == 7) std::fill(v.begin(), v.end(), -INFINITY);
+      if (trial == 9) std::fill(v.begin(), v.end(), NAN);
+      if (trial == 11) std::fill(v.begin(), v.end(), -INFINITY), v[n - 1] = -1.0f;
+      const auto expected = static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+      ASSERT_EQ(argmax(v), expected) << "n " << n << ", trial " << trial;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 12 * 40);
 }
 
 TEST(Sampler, GreedyWithRepetitionPenalty) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/vocab_clones.h"
 
 namespace tt {
 namespace {
@@ -16,9 +17,6 @@ typedef int32_t Int4 __attribute__((vector_size(16)));
 typedef float Float8 __attribute__((vector_size(32)));
 typedef float Float16 __attribute__((vector_size(64)));
 typedef int32_t Int16 __attribute__((vector_size(64)));
-
-// The clones of the vocabulary-wide loops: AVX-512, AVX2 with FMA (x86-64-v3), and the baseline; chosen at load time.
-#define TT_VOCAB_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 // exp(x) for -87 <= x <= 0 to about 2 ulp, a vector at a time, without libm (a call per element would cost a
 // millisecond a step on a 150k-token vocabulary). Range reduction x = n ln2 + r (Cody-Waite, two constants),

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/shape.h"
+#include "core/vocab_clones.h"
 #include "exec/executor.h"
 #include "exec/thread_pool.h"
 #include "gguf/memory_map.h"
@@ -43,9 +44,7 @@ namespace {
 // Sum, sum of squares (in double), min and max of v: vectors of the GCC/Clang extension with four independent
 // chains per sum (the add latency, not the loads, bounded the two-chain loop), cloned for AVX-512 and AVX2 with FMA
 // so the vocabulary-sized logits take a few microseconds a step.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void moments(const float* v, size_t n,
-                                                                                           double& sum, double& sum2,
-                                                                                           float& mn, float& mx) {
+TT_VOCAB_CLONES void moments(const float* v, size_t n, double& sum, double& sum2, float& mn, float& mx) {
   typedef float Float8 __attribute__((vector_size(32)));
   typedef double Double4 __attribute__((vector_size(32)));
   Double4 s[4] = {}, q[4] = {};
