@@ -65,6 +65,8 @@ class Executor {
       : pool_(pool), min_parallel_work_(min_parallel_work) {}
   // scratch must hold max scratch_bytes over the graph's nodes.
   void run(const Graph& g, uint8_t* scratch, ExecObserver* observer);
+  // The threads' work memory (ComputeContext::thread_scratch) as sized by the last run.
+  size_t thread_memory_bytes() const { return thread_scratch_.size(); }
 
  private:
   // Per node: kSplit (all threads share it, else thread 0 runs it alone) and kBarrierAfter.

@@ -53,7 +53,8 @@ uint64_t Engine::kv_cache_bytes() const {
 }
 
 uint64_t Engine::runtime_bytes() const {
-  return kv_cache_bytes() + state_.arena.size() + state_.scratch.size() + state_.inputs.size();
+  return kv_cache_bytes() + state_.arena.size() + state_.scratch.size() + executor_.thread_memory_bytes() +
+         state_.inputs.size();
 }
 
 }  // namespace tt

@@ -44,7 +44,7 @@ class Engine {
   // The compute workers; idle between eval() calls (observers may use them then).
   ThreadPool& pool() { return pool_; }
   const EngineOptions& options() const { return options_; }
-  // Memory beyond the model file's pages: KV cache, activations, scratch and inputs.
+  // Memory beyond the model file's pages: KV cache, activations, scratch, the threads' work memory and inputs.
   uint64_t kv_cache_bytes() const;
   uint64_t runtime_bytes() const;
 
