@@ -22,24 +22,24 @@ size_t max_scratch_bytes(const Graph& g) {
 
 void Executor::plan(const Graph& g) {
   const std::vector<Node>& nodes = g.nodes();
-  size_t thread_bytes = 0;
-  for (const Node& n : nodes) thread_bytes = std::max(thread_bytes, thread_scratch_bytes(n));
-  thread_scratch_stride_ = (thread_bytes + 63) / 64 * 64;  // a cache line apart: no false sharing
-  thread_scratch_.reserve(thread_scratch_stride_ * static_cast<size_t>(pool_.size()));
+  const bool threads = pool_.size() > 1;  // one thread: no splits, no barriers at all
   plan_.assign(nodes.size(), 0);
-  if (pool_.size() == 1) return;  // one thread: no barriers at all
+  size_t thread_bytes = 0;
   // A node is split when its work pays for the split; a barrier follows a node when a thread other than the one
   // that ran it may read its output next: after a split node, and after a one-thread node followed by a split one.
   // Runs of one-thread nodes go back to back on thread 0.
   int last = -1;  // the previous executed node
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (op_is_view(nodes[i].op)) continue;
+    thread_bytes = std::max(thread_bytes, thread_scratch_bytes(nodes[i]));
+    if (!threads || op_is_view(nodes[i].op)) continue;
     if (node_work(nodes[i]) >= min_parallel_work_) {
       plan_[i] = kSplit | kBarrierAfter;
       if (last >= 0) plan_[last] |= kBarrierAfter;
     }
     last = static_cast<int>(i);
   }
+  thread_scratch_stride_ = (thread_bytes + 63) / 64 * 64;  // a cache line apart: no false sharing
+  thread_scratch_.reserve(thread_scratch_stride_ * static_cast<size_t>(pool_.size()));
 }
 
 void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
