@@ -201,4 +201,21 @@ TEST(Xxh3, MatchesTheLibrary) {
       EXPECT_EQ(xxh3_64(bytes.data() + start, n), XXH3_64bits(bytes.data() + start, n)) << n << " from " << start;
 }
 
+// Hashing in pieces gives the one-shot value whatever the pieces' sizes (inside a stripe, across the internal
+// buffer, the tracer's landscape parts of 32 KiB), and reset() starts over.
+TEST(Xxh3, StreamInPiecesMatchesOneShot) {
+  std::vector<uint8_t> bytes(201028);  // synth-qwen2-256's 50,257 logits
+  std::mt19937 rng(6);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  Xxh3Stream stream;
+  for (size_t piece : {1u, 7u, 64u, 255u, 256u, 1000u, 32768u, 65536u, 201028u}) {
+    stream.reset();
+    for (size_t at = 0; at < bytes.size(); at += piece)
+      stream.update(bytes.data() + at, std::min(piece, bytes.size() - at));
+    EXPECT_EQ(stream.digest(), XXH3_64bits(bytes.data(), bytes.size())) << "pieces of " << piece;
+  }
+  stream.reset();
+  EXPECT_EQ(stream.digest(), XXH3_64bits(nullptr, 0));
+}
+
 }  // namespace tt

@@ -9,8 +9,12 @@
 #include <regex>
 
 #include "core/error.h"
+#include "model/engine.h"
+#include "model/model.h"
 #include "support/paths.h"
 #include "trace/experiment.h"
+#include "trace/hash.h"
+#include "trace/landscape.h"
 #include "trace/trace_file.h"
 
 namespace tt {
@@ -107,6 +111,40 @@ TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
 }
 
 // llama.cpp's op sequence for stories260K, prompt "Once upon a time" (the prompt pass).
+// Each steps.jsonl line describes that step's logits exactly: the hash is XXH3-64 of their bytes and the landscape
+// (top-k, entropy, moments) is logit_landscape()'s, though the tracer computes them a vocabulary part at a time on
+// two threads and hashes the parts in whichever order the threads finish them. TinyLLama-v0's 32,000 logits are
+// two parts; the logits are evaluated again here, step by step, with the run's tokens.
+TEST(Trace, StepLinesHashAndLandscapeAreTheLogits) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  ExperimentOptions o = stories_options(dir, 4);
+  o.model_path = test::repo_path("models/TinyLLama-v0.Q4_0.gguf");
+  ExperimentResult r = run_experiment(o, nullptr);
+  ASSERT_GT(landscape_part_count(32000), 1u);
+
+  auto model = load_model(o.model_path);
+  Engine engine(*model, {64, 2, GgmlType::F16});
+  std::vector<int32_t> input = r.prompt_tokens;
+  std::ifstream steps(dir + "/steps.jsonl");
+  int step = 0;
+  for (std::string line; std::getline(steps, line); ++step) {
+    const nlohmann::json s = nlohmann::json::parse(line);
+    ASSERT_EQ(s["step"], step);
+    const std::span<const float> logits = engine.eval(input);
+    ASSERT_EQ(logits.size(), 32000u);
+    EXPECT_EQ(s["logits_stats"]["hash"], fmt::format("{:016x}", xxh3_64(logits.data(), logits.size_bytes())))
+        << "step " << step;
+    const LogitLandscape land = logit_landscape(logits, 10);
+    ASSERT_EQ(s["top_k"].size(), 10u);
+    for (size_t i = 0; i < 10; ++i) EXPECT_EQ(s["top_k"][i]["id"], land.top[i]) << "step " << step << " rank " << i;
+    EXPECT_DOUBLE_EQ(s["entropy"].get<double>(), land.entropy) << "step " << step;
+    EXPECT_DOUBLE_EQ(s["logits_stats"]["mean"].get<double>(), land.mean_logit) << "step " << step;
+    if (step < static_cast<int>(r.generation.tokens.size())) input.assign(1, r.generation.tokens[step]);
+  }
+  EXPECT_EQ(step, 4);
+}
+
 TEST(Trace, OpSequenceMatchesLlamaCpp) {
   TT_REQUIRE_SHARED();
   std::ifstream ref(test::shared_path("reference/ops/stories260K.eval-callback.txt"));

@@ -41,8 +41,12 @@ Stats stats(const std::vector<double>& v) {
   return s;
 }
 
-// One measured run: returns tokens/s of the prompt pass (n_prompt > 0) or of n_gen decode steps.
-double measure(const Model& model, const BenchArgs& a, bool prompt_test, bool trace, int rep) {
+// One measured run: tokens/s of the prompt pass (n_prompt > 0) or of n_gen decode steps, and the time spent in
+// the tracer's callbacks a token (0 untraced).
+struct Measured {
+  double tokens_per_s = 0, tracer_us_per_token = 0;
+};
+Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool trace, int rep) {
   Engine engine(model, {std::max(a.n_prompt, a.n_gen + 1) + 8, a.threads, GgmlType::F16});
   GenerateOptions go;
   go.sampling.temperature = 0;
@@ -65,9 +69,11 @@ double measure(const Model& model, const BenchArgs& a, bool prompt_test, bool tr
     tracer = std::make_unique<Tracer>(*dir, model, TraceOptions{}, a.threads, now_ns());
   }
   GenerateResult r = generate(engine, go, tracer.get(), nullptr);
-  if (prompt_test) return a.n_prompt / (r.prompt_ns / 1e9);
-  const double ns = std::accumulate(r.step_ns.begin(), r.step_ns.end(), 0.0);
-  return r.step_ns.size() / (ns / 1e9);
+  // The tracer's callbacks in the measured steps only (tg: not the one-token prompt's step, whose new graph the
+  // tracer describes once).
+  if (prompt_test) return {a.n_prompt / (r.prompt_ns / 1e9), tracer ? tracer->self_ns() / 1e3 / a.n_prompt : 0.0};
+  const double ns = std::accumulate(r.step_ns.begin(), r.step_ns.end(), 0.0), steps = r.step_ns.size();
+  return {steps / (ns / 1e9), tracer ? tracer->generate_self_ns() / 1e3 / steps : 0.0};
 }
 
 int bench(BenchArgs a) {
@@ -101,10 +107,13 @@ int bench(BenchArgs a) {
     const std::string test = prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen);
     for (bool trace : modes) measure(*model, a, prompt_test, trace, -1);  // warm-up
     std::vector<std::vector<double>> tps(modes.size());
+    std::vector<double> tracer_us;  // of the traced repetitions
     for (int r = 0; r < a.reps; ++r)
       for (size_t k = 0; k < modes.size(); ++k) {
         const size_t m = r % 2 ? modes.size() - 1 - k : k;
-        tps[m].push_back(measure(*model, a, prompt_test, modes[m], r));
+        const Measured result = measure(*model, a, prompt_test, modes[m], r);
+        tps[m].push_back(result.tokens_per_s);
+        if (modes[m]) tracer_us.push_back(result.tracer_us_per_token);
       }
     for (size_t m = 0; m < modes.size(); ++m) row(test, modes[m], stats(tps[m]));
     if (!prompt_test)
@@ -118,10 +127,13 @@ int bench(BenchArgs a) {
         ratios.push_back(tps[1][r] / tps[0][r]);
         added_us.push_back(1e6 / tps[1][r] - 1e6 / tps[0][r]);
       }
-      const Stats s = stats(ratios), added = stats(added_us);
+      // The tracer's callbacks are the part of the added time on the run thread between the engine's ops; the rest
+      // is the ops' timing and what the tracer's work does to the caches and the other threads.
+      const Stats s = stats(ratios), added = stats(added_us), callbacks = stats(tracer_us);
       overhead_lines.push_back(fmt::format(
-          "{}: traced/untraced {:.3f} ± {:.3f} over {} pairs (overhead {:.1f}%, {:.1f} ± {:.1f} us a token)", test,
-          s.mean, s.std, a.reps, 100 * (1 - s.mean), added.mean, added.std));
+          "{}: traced/untraced {:.3f} ± {:.3f} over {} pairs (overhead {:.1f}%, {:.1f} ± {:.1f} us a token, of which "
+          "{:.1f} ± {:.1f} us in the tracer's callbacks)",
+          test, s.mean, s.std, a.reps, 100 * (1 - s.mean), added.mean, added.std, callbacks.mean, callbacks.std));
     }
   }
   if (!overhead_lines.empty()) fmt::print("\ntracing overhead ({} threads)\n", a.threads);

@@ -4,6 +4,8 @@
 // scramble functions compiled with target attributes in this otherwise baseline file; everything inlined here.
 #include <immintrin.h>
 
+#include <new>
+
 // GCC 12 reports the AVX-512 intrinsics' internal _mm512_undefined_epi32() operands as (maybe) uninitialised
 // (a false positive of the header, not of this code).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -33,6 +35,28 @@ XXH_TARGET_AVX512 XXH64_hash_t hash_long_avx512(const void* input, size_t len, X
                                     XXH3_scrambleAcc_avx512);
 }
 
+// The streaming update's stripe loops per instruction set (the digest's last stripes take the header's default).
+XXH_TARGET_AVX2 XXH_errorcode update_avx2(XXH3_state_t* state, const void* input, size_t len) {
+  return XXH3_update(state, static_cast<const xxh_u8*>(input), len, XXH3_accumulate_512_avx2, XXH3_scrambleAcc_avx2);
+}
+
+XXH_TARGET_AVX512 XXH_errorcode update_avx512(XXH3_state_t* state, const void* input, size_t len) {
+  return XXH3_update(state, static_cast<const xxh_u8*>(input), len, XXH3_accumulate_512_avx512,
+                     XXH3_scrambleAcc_avx512);
+}
+
+XXH_errorcode update_default(XXH3_state_t* state, const void* input, size_t len) {
+  return XXH3_64bits_update(state, input, len);
+}
+
+using UpdateFn = XXH_errorcode (*)(XXH3_state_t*, const void*, size_t);
+UpdateFn choose_update() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return update_avx512;
+  if (__builtin_cpu_supports("avx2")) return update_avx2;
+  return update_default;
+}
+
 XXH3_hashLong64_f choose_hash_long() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return hash_long_avx512;
@@ -46,5 +70,21 @@ uint64_t xxh3_64(const void* data, size_t bytes) {
   static const XXH3_hashLong64_f hash_long = choose_hash_long();
   return XXH3_64bits_internal(data, bytes, 0, XXH3_kSecret, sizeof(XXH3_kSecret), hash_long);
 }
+
+Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) {
+  if (state_ == nullptr) throw std::bad_alloc();
+  reset();
+}
+
+Xxh3Stream::~Xxh3Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+
+void Xxh3Stream::reset() { XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_)); }
+
+void Xxh3Stream::update(const void* data, size_t bytes) {
+  static const UpdateFn update_fn = choose_update();
+  update_fn(static_cast<XXH3_state_t*>(state_), data, bytes);
+}
+
+uint64_t Xxh3Stream::digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }
 
 }  // namespace tt

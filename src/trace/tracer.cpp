@@ -200,7 +200,7 @@ void Tracer::record_static_buffer(const std::string& name, Pool pool, int buffer
 }
 
 void Tracer::on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t pos_end) {
-  SelfTimer timer{self_ns_};
+  SelfTimer timer{*this};
   step_ = step;
   phase_ = phase;
   pos_begin_ = pos_begin;
@@ -337,7 +337,7 @@ std::string Tracer::graph_json(const Graph& g) const {
 }
 
 void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
-  SelfTimer timer{self_ns_};
+  SelfTimer timer{*this};
   graph_ = &g;
   plan_ = &plan;
   const size_t n = g.nodes().size();
@@ -683,7 +683,7 @@ bool Tracer::write_advance_run(const StepOutcome& o, size_t first, size_t end) {
 }
 
 void Tracer::on_step_end(const StepOutcome& o) {
-  SelfTimer timer{self_ns_};
+  SelfTimer timer{*this};
   const uint64_t ticks_after = tick_count(), ns_after = now_ns();
   std::span<const float> logits = o.logits;
   // No logits would mean no landscape part, and so no line head: the line would end a stale one.
@@ -691,26 +691,36 @@ void Tracer::on_step_end(const StepOutcome& o) {
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
   const int landscape_k = std::max(k, 2);  // the top-1/top-2 gap needs two
   ReadoutStats hidden_stats, logits_stats;
-  uint64_t logits_hash = 0;
-  // Work items handed to whichever worker asks next: the op records, the readouts' statistics and hashes, then the
-  // landscape's vocabulary parts (synth-qwen2-256's 50,257 logits: four). The worker completing the last part merges
-  // them and starts the steps.jsonl line; the line's end is written here once all are done.
-  const size_t n_parts = landscape_part_count(logits.size()), n_items = 2 + n_parts;
+  // Work items handed to whichever worker asks next: first the landscape's vocabulary parts (synth-qwen2-256's
+  // 50,257 logits: four), then the op records, then the hidden state's statistics. The logits reach the workers
+  // from the caches the output's matrix product streamed through (mostly L3), so each part is read from there once:
+  // its landscape, then its piece of the logits' hash while it is in that worker's cache (the hash takes parts in
+  // order: whoever finishes the next part in line hashes it, and any after it that are ready). The worker
+  // completing the last part merges them and starts the steps.jsonl line, while the others write the op records;
+  // the line's end is written here once all are done.
+  const size_t n_parts = landscape_part_count(logits.size()), n_items = n_parts + 2;
   if (landscape_parts_.size() < n_parts) landscape_parts_.resize(n_parts);
   std::atomic<size_t> next_item{0}, parts_left{n_parts};
+  OrderedChain& chain = hash_chain_;
+  chain.begin(n_parts);
+  logits_hash_.reset();
+  auto hash_part = [&](size_t part) {
+    const size_t begin = part * kLandscapePartLogits, end = std::min(logits.size(), begin + kLandscapePartLogits);
+    logits_hash_.update(logits.data() + begin, (end - begin) * sizeof(float));
+  };
   auto run_item = [&](size_t item) {
-    if (item == 0) {
-      spans_to_ns(ticks_after, ns_after);
-      write_step_ops(o);
-    } else if (item == 1) {
-      hidden_stats = readout_stats(o.hidden);
-      logits_hash = readout_hash(logits);
-    } else {
-      landscape_part(logits, item - 2, landscape_k, landscape_parts_[item - 2]);
+    if (item < n_parts) {
+      landscape_part(logits, item, landscape_k, landscape_parts_[item]);
+      chain.part_done(item, hash_part);
       if (parts_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         const std::span<const LandscapePart> parts(landscape_parts_.data(), n_parts);
         logits_stats = write_step_line_head(o, k, merge_landscape(logits, parts, landscape_k));
       }
+    } else if (item == n_parts) {
+      spans_to_ns(ticks_after, ns_after);
+      write_step_ops(o);
+    } else {
+      hidden_stats = readout_stats(o.hidden);
     }
   };
   auto take_items = [&] {
@@ -731,7 +741,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
   } else {
     take_items();
   }
-  logits_stats.hash = logits_hash;
+  TT_CHECK(chain.all_completed(), "step {}: the logits' hash took {} of {} parts", o.step, chain.completed(), n_parts);
+  logits_stats.hash = logits_hash_.digest();
   JsonLine& j = step_line_;
   j.key("hidden_stats");
   hidden_stats.write(j);

@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "core/ordered_chain.h"
 #include "exec/executor.h"
 #include "model/generate.h"
+#include "trace/hash.h"
 #include "trace/io_probe.h"
 #include "trace/json_line.h"
 #include "trace/landscape.h"
@@ -72,6 +74,8 @@ class Tracer : public GenerateObserver {
   nlohmann::json finish();
   // The time spent in the tracer's callbacks on the run's thread so far (run.json's tracer_ns).
   uint64_t self_ns() const { return self_ns_; }
+  // Of which in generation steps (from their on_step_begin to their on_step_end).
+  uint64_t generate_self_ns() const { return generate_self_ns_; }
 
  private:
   using Span = WorkerSpan;
@@ -138,7 +142,9 @@ class Tracer : public GenerateObserver {
   // Starts step_line_ (steps.jsonl): the step, its tokens, the logit landscape (top k) up to the entropy. Returns
   // the logits' moments (all but the hash), which the landscape computes on the way.
   ReadoutStats write_step_line_head(const StepOutcome& outcome, int k, const LogitLandscape& land);
-  std::vector<LandscapePart> landscape_parts_;     // the current step's, reused
+  std::vector<LandscapePart> landscape_parts_;  // the current step's, reused
+  OrderedChain hash_chain_;                     // the logits' hash, a landscape part at a time, in order
+  Xxh3Stream logits_hash_;
   std::vector<std::exception_ptr> item_failures_;  // [worker] of on_step_end's work items
   std::string graph_key(const Graph& g);
   std::vector<uint8_t> key_bytes_;  // graph_key's scratch, reused
@@ -209,11 +215,15 @@ class Tracer : public GenerateObserver {
   uint64_t last_flush_ns_ = 0;
 
   // The tracer's own cost: time spent in its callbacks on the run's thread (where it delays the next step).
-  uint64_t self_ns_ = 0;
+  uint64_t self_ns_ = 0, generate_self_ns_ = 0;
   struct SelfTimer {
-    uint64_t& total;
+    Tracer& tracer;
     uint64_t start = now_ns();
-    ~SelfTimer() { total += now_ns() - start; }
+    ~SelfTimer() {
+      const uint64_t ns = now_ns() - start;
+      tracer.self_ns_ += ns;
+      if (tracer.phase_ == Phase::GENERATE) tracer.generate_self_ns_ += ns;
+    }
   };
 };
 

@@ -29,7 +29,7 @@ for mode in off on; do
 done
 grep -Eq '^\| [^|]+ \| [^|]+ \| [^|]+ \| [^|]+ \| 2 \| (off|on) \| (pp8|tg8) \| 0\.00 ' "$scratch/out" && fail "a rate of 0"
 for test in pp8 tg8; do
-  grep -Eq "^- ${test}: traced/untraced [0-9]+\.[0-9]{3} ± [0-9]+\.[0-9]{3} over 2 pairs \(overhead -?[0-9]+\.[0-9]%, -?[0-9]+\.[0-9] ± [0-9]+\.[0-9] us a token\)$" \
+  grep -Eq "^- ${test}: traced/untraced [0-9]+\.[0-9]{3} ± [0-9]+\.[0-9]{3} over 2 pairs \(overhead -?[0-9]+\.[0-9]%, -?[0-9]+\.[0-9] ± [0-9]+\.[0-9] us a token, of which [0-9]+\.[0-9] ± [0-9]+\.[0-9] us in the tracer's callbacks\)$" \
     "$scratch/out" || fail "no overhead line for $test"
 done
 leftover=$(find "$scratch" -mindepth 1 -maxdepth 1 -name 'tt-bench-*' | head -1)
