@@ -49,26 +49,25 @@ XXH_errorcode update_default(XXH3_state_t* state, const void* input, size_t len)
   return XXH3_64bits_update(state, input, len);
 }
 
-using UpdateFn = XXH_errorcode (*)(XXH3_state_t*, const void*, size_t);
-UpdateFn choose_update() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return update_avx512;
-  if (__builtin_cpu_supports("avx2")) return update_avx2;
-  return update_default;
-}
-
-XXH3_hashLong64_f choose_hash_long() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return hash_long_avx512;
-  if (__builtin_cpu_supports("avx2")) return hash_long_avx2;
-  return XXH3_hashLong_64b_default;
+// Both loops of the widest instruction set the CPU has, chosen once.
+struct HashPaths {
+  XXH3_hashLong64_f hash_long;
+  XXH_errorcode (*update)(XXH3_state_t*, const void*, size_t);
+};
+const HashPaths& hash_paths() {
+  static const HashPaths paths = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return HashPaths{hash_long_avx512, update_avx512};
+    if (__builtin_cpu_supports("avx2")) return HashPaths{hash_long_avx2, update_avx2};
+    return HashPaths{XXH3_hashLong_64b_default, update_default};
+  }();
+  return paths;
 }
 
 }  // namespace
 
 uint64_t xxh3_64(const void* data, size_t bytes) {
-  static const XXH3_hashLong64_f hash_long = choose_hash_long();
-  return XXH3_64bits_internal(data, bytes, 0, XXH3_kSecret, sizeof(XXH3_kSecret), hash_long);
+  return XXH3_64bits_internal(data, bytes, 0, XXH3_kSecret, sizeof(XXH3_kSecret), hash_paths().hash_long);
 }
 
 Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) {
@@ -81,8 +80,7 @@ Xxh3Stream::~Xxh3Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); 
 void Xxh3Stream::reset() { XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_)); }
 
 void Xxh3Stream::update(const void* data, size_t bytes) {
-  static const UpdateFn update_fn = choose_update();
-  update_fn(static_cast<XXH3_state_t*>(state_), data, bytes);
+  hash_paths().update(static_cast<XXH3_state_t*>(state_), data, bytes);
 }
 
 uint64_t Xxh3Stream::digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }

@@ -150,10 +150,9 @@ class TopK {
 }  // namespace
 
 void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out) {
-  const size_t begin = part * kLandscapePartLogits;
-  if (begin >= logits.size()) fail("landscape part {} of a {}-logit vocabulary", part, logits.size());
-  const size_t end = std::min(logits.size(), begin + kLandscapePartLogits);
-  out.n = end - begin;
+  out.n = landscape_part_logits(logits, part).size();
+  if (out.n == 0) fail("landscape part {} of a {}-logit vocabulary", part, logits.size());
+  const size_t begin = part * kLandscapePartLogits, end = begin + out.n;
 
   // Pass 1: top-k. Once the list is full, a block of logits is looked at one by one only when one of them beats
   // the current k-th (rare after the first few thousand).

@@ -5,6 +5,7 @@
 // threads computed them.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -39,7 +40,12 @@ constexpr size_t kLandscapePartLogits = 16384;
 inline size_t landscape_part_count(size_t n_logits) {
   return (n_logits + kLandscapePartLogits - 1) / kLandscapePartLogits;
 }
-// Part `part` (logits [part * kLandscapePartLogits, ...)) into out, whose vectors keep their capacity.
+// The logits of part `part`: [part * kLandscapePartLogits, ...), at most kLandscapePartLogits of them.
+inline std::span<const float> landscape_part_logits(std::span<const float> logits, size_t part) {
+  const size_t begin = std::min(logits.size(), part * kLandscapePartLogits);
+  return logits.subspan(begin, std::min(kLandscapePartLogits, logits.size() - begin));
+}
+// Part `part` (landscape_part_logits) into out, whose vectors keep their capacity.
 void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out);
 // The landscape from all the parts, in order (every part of logits, computed by landscape_part with the same k).
 LogitLandscape merge_landscape(std::span<const float> logits, std::span<const LandscapePart> parts, int k);

@@ -705,8 +705,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
   chain.begin(n_parts);
   logits_hash_.reset();
   auto hash_part = [&](size_t part) {
-    const size_t begin = part * kLandscapePartLogits, end = std::min(logits.size(), begin + kLandscapePartLogits);
-    logits_hash_.update(logits.data() + begin, (end - begin) * sizeof(float));
+    const std::span<const float> piece = landscape_part_logits(logits, part);
+    logits_hash_.update(piece.data(), piece.size_bytes());
   };
   auto run_item = [&](size_t item) {
     if (item < n_parts) {
