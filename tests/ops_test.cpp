@@ -1,7 +1,10 @@
 // Each op's kernel on small hand-computed cases, and the builder's always-on bounds and shape checks.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -166,6 +169,30 @@ TEST(Ops, MulMatReusesConvertedInputOnlyWhenItIsThere) {
     EXPECT_EQ(values(yb), alone2) << threads << " threads";
     EXPECT_EQ(values(ya3), alone1) << threads << " threads";
   }
+}
+
+// A thread waiting at a barrier does the idle work a unit at a time until it has none left (then only waits); the
+// thread arriving last does none, and both go on once both have arrived.
+TEST(ThreadPool, BarrierDoesIdleWorkWhileWaiting) {
+  ThreadPool pool(2);
+  struct Units {
+    std::atomic<int> calls{0};
+    std::atomic<int> wrong_thread{0};
+    static bool one(void* ctx) {
+      Units& u = *static_cast<Units*>(ctx);
+      if (ThreadPool::current_thread() != 1) ++u.wrong_thread;
+      return ++u.calls < 5;  // five units, the fifth says nothing is left
+    }
+  } units;
+  std::atomic<int> after{0};
+  pool.run([&](int ith) {
+    if (ith == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // thread 1 waits for thread 0
+    pool.barrier({&Units::one, &units});
+    ++after;
+  });
+  EXPECT_EQ(units.calls.load(), 5) << "idle units called after the work said none was left, or not all done";
+  EXPECT_EQ(units.wrong_thread.load(), 0) << "the thread arriving last did idle work";
+  EXPECT_EQ(after.load(), 2);
 }
 
 // Spans of every node and thread, pre-filled with a marker the executor must overwrite.

@@ -229,19 +229,28 @@ TEST(Trace, TruncatedTraceIsReadUpToTheLastCompleteRecord) {
 
 // Compact traces (OP_ADVANCES for ops whose record follows from the previous step's, OP_DELTA for the changes) read
 // back to the same records as full ones: two greedy runs, compact and not, agree on every field but the times. Past
-// the first steps, cache views advance by their stride, so the compact trace is a fraction of the full one.
-TEST(Trace, CompactTraceReadsBackAsFullRecords) {
+// the first steps, cache views advance by their stride, so the compact trace is a fraction of the full one. With two
+// threads, the records' forms are worked out while the threads wait at the step's barriers (the same nodes split
+// the same way in both runs, so thread fields agree too); with one, after each step.
+class CompactTrace : public testing::TestWithParam<int> {};
+TEST_P(CompactTrace, ReadsBackAsFullRecords) {
+  const int n_threads = GetParam();
   TempDir tmp;
   trace::TraceContents t[2];
   uint64_t bytes[2];
   for (int compact = 0; compact < 2; ++compact) {
     const std::string dir = (tmp.path / fmt::format("run{}", compact)).string();
     ExperimentOptions o = stories_options(dir, 12);
-    o.n_threads = 1;  // thread fields then agree too
+    o.n_threads = n_threads;
     o.trace_options.compact = compact == 1;
-    run_experiment(o, nullptr);
+    const ExperimentResult r = run_experiment(o, nullptr);
     t[compact] = trace::read_trace(dir + "/trace.bin");
     bytes[compact] = fs::file_size(dir + "/trace.bin");
+    const uint64_t chosen_waiting = r.run_json["trace"]["records_chosen_waiting"].get<uint64_t>();
+    if (compact == 0 || n_threads == 1)
+      EXPECT_EQ(chosen_waiting, 0u) << "compact " << compact << ", " << n_threads << " threads";
+    else  // 11 compact steps of 159 nodes, and thread 1 waits at a barrier through every node thread 0 runs alone
+      EXPECT_GT(chosen_waiting, 0u) << "no record chosen at a barrier";
   }
   ASSERT_EQ(t[0].ops.size(), t[1].ops.size());
   EXPECT_LT(bytes[1], bytes[0] / 3) << "compact trace not a third of the full one";
@@ -269,6 +278,7 @@ TEST(Trace, CompactTraceReadsBackAsFullRecords) {
                       << ") differs between the full and the compact trace";
   }
 }
+INSTANTIATE_TEST_SUITE_P(Threads, CompactTrace, testing::Values(1, 2));
 
 // Handcrafted version-5 records: OP_DELTA changes a node's previous record and sets its stride, OP_ADVANCES adds the
 // stride again (a cache read growing one position a step); records that refer to nothing are errors naming it.

@@ -50,6 +50,7 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #endif
   const bool node_done = observer && observer->wants_node_done();
   const bool node_begin = observer && observer->wants_node_begin();
+  const IdleWork idle = observer ? observer->idle_work() : IdleWork{};
   plan(g);
   chunk_counters_[0].store(0, std::memory_order_relaxed);
   chunk_counters_[1].store(0, std::memory_order_relaxed);
@@ -81,7 +82,7 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #if TT_TRACE_HOOKS
         if (node_begin) {
           if (ith == 0) observer->on_node_begin(i, n);
-          if (split) pool_.barrier();
+          if (split) pool_.barrier(idle);
           observer->on_worker_begin(ith, i);
         }
         const uint64_t t0 = spans ? tick_count() : 0;
@@ -97,10 +98,10 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
         if (ith == 0) chunk_counters_[(executed + 1) % 2].store(0, std::memory_order_relaxed);
         ++executed;
       }
-      if (barrier_after) pool_.barrier();
+      if (barrier_after) pool_.barrier(idle);
       if (node_done) {
         if (ith == 0) observer->on_node_done(i, n);
-        if (barrier_after) pool_.barrier();
+        if (barrier_after) pool_.barrier(idle);
       }
     }
   });

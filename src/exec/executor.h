@@ -12,6 +12,7 @@
 #endif
 
 #include "core/aligned_buffer.h"
+#include "exec/thread_pool.h"
 #include "graph/graph.h"
 #include "graph/kernels.h"
 
@@ -56,6 +57,9 @@ class ExecObserver {
   virtual void on_node_begin(int node, const Node& n) {}
   virtual void on_worker_begin(int thread, int node) {}
   virtual bool wants_node_begin() const { return false; }
+  // Work the threads do while they wait at the executor's barriers (see IdleWork), asked once per run;
+  // it runs on any thread, one unit at a time, and must not depend on the nodes' outputs or spans.
+  virtual IdleWork idle_work() { return {}; }
 };
 
 class Executor {

@@ -85,7 +85,7 @@ void ThreadPool::worker_loop(int ith) {
   }
 }
 
-void ThreadPool::barrier() {
+void ThreadPool::barrier(IdleWork idle) {
   if (n_threads_ == 1) return;
   uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
   if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
@@ -93,7 +93,12 @@ void ThreadPool::barrier() {
     barrier_phase_.fetch_add(1, std::memory_order_release);
     return;
   }
-  wait_until([&] { return barrier_phase_.load(std::memory_order_acquire) != phase; });
+  bool idle_left = idle.fn != nullptr;
+  wait_until([&] {
+    if (barrier_phase_.load(std::memory_order_acquire) != phase) return true;
+    if (idle_left) idle_left = idle.fn(idle.ctx);
+    return false;
+  });
 }
 
 }  // namespace tt

@@ -13,6 +13,13 @@
 
 namespace tt {
 
+// Work a thread may do while it waits at a barrier instead of spinning: fn(ctx) does one short unit (a fraction
+// of a microsecond: a release that comes meanwhile waits for it) and returns false once it has nothing left.
+struct IdleWork {
+  bool (*fn)(void* ctx) = nullptr;
+  void* ctx = nullptr;
+};
+
 class ThreadPool {
  public:
   explicit ThreadPool(int n_threads);
@@ -22,7 +29,7 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
   void run(const std::function<void(int ith)>& fn);
-  void barrier();
+  void barrier(IdleWork idle = {});
   // Small integer id of the calling thread within the pool (0 for the caller of run()).
   static int current_thread();
 

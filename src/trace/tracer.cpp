@@ -28,6 +28,7 @@
 #include "trace/landscape.h"
 
 namespace tt {
+static uint64_t g_eval_ns = 0, g_eval_n = 0;
 
 using nlohmann::json;
 
@@ -374,6 +375,16 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
            known.id);
   step_graph_.push_back(known.id);
   names_ = &known.names;
+  // Version 5 records (write_step_ops): on a step of the same graph as the previous one, without value statistics,
+  // each node's record is chosen by comparing its placement with its previous record's; the threads make the
+  // choices while they wait at the step's barriers (choose_records_idle), write_step_ops makes the rest.
+  compact_step_ = options_.compact && stats_.empty() && names_ == previous_names_;
+  previous_names_ = names_;
+  if (options_.compact && fields_.size() < n) fields_.resize(n);
+  chosen_ = 0;
+  choices_.resize(n);
+  changes_end_.resize(n);
+  step_changes_.clear();
 
   // Activation arena and scratch growth are buffer events too.
   for (const BufferInfo& b : g.buffers) {
@@ -433,6 +444,10 @@ void Tracer::on_worker_begin(int thread, int node) {
 }
 
 Tracer::~Tracer() {
+  if (g_eval_n > 100) {
+    fprintf(stderr, "EVAL %.2f us\n", g_eval_ns / 1000.0 / g_eval_n);
+    g_eval_ns = g_eval_n = 0;
+  }
   for (IoSlot& s : io_slots_)
     if (s.proc_fd >= 0) ::close(s.proc_fd);
 }
@@ -539,16 +554,50 @@ Tracer::RecordChoice Tracer::choose_record(size_t i) {
     for (size_t k = 0; k < n_fields; ++k) off_stride |= (now[k] - last[k]) ^ stride[k];
   else
     for (size_t k = 0; k < n_fields; ++k) off_stride |= now[k] - last[k];
-  changes_.clear();
-  if (off_stride != 0)
-    for (size_t k = 0; k < n_fields; ++k)
-      if (const uint64_t d = now[k] - last[k]) changes_.emplace_back(static_cast<uint32_t>(k), d);
   f.last.swap(fields_scratch_);
   if (off_stride == 0) return RecordChoice::ADVANCE;
+  const size_t first_change = step_changes_.size();
+  for (size_t k = 0; k < n_fields; ++k)
+    if (const uint64_t d = f.last[k] - fields_scratch_[k]) step_changes_.emplace_back(static_cast<uint32_t>(k), d);
   // The changes become the stride (none: the node stopped moving).
-  f.stride.assign(changes_.empty() ? 0 : f.last.size(), 0);
-  for (const auto& [k, d] : changes_) f.stride[k] = d;
+  f.stride.assign(step_changes_.size() == first_change ? 0 : f.last.size(), 0);
+  for (size_t c = first_change; c < step_changes_.size(); ++c)
+    f.stride[step_changes_[c].first] = step_changes_[c].second;
   return RecordChoice::DELTA;
+}
+
+bool Tracer::choose_next_record() {
+  const size_t n = choices_.size();
+  // One node that needs comparing at most (a fraction of a microsecond), and the cheap ones before it.
+  while (chosen_ < n) {
+    const size_t i = chosen_++;
+    const bool cheap = names_->repeatable[i] && fields_[i].stride.empty();
+    choices_[i] = choose_record(i);
+    changes_end_[i] = step_changes_.size();
+    if (!cheap) break;
+  }
+  return chosen_ < n;
+}
+
+bool Tracer::choose_records_idle(void* self) {
+  Tracer& t = *static_cast<Tracer*>(self);
+  // One thread at a time: the others, finding it taken, go back to waiting (and call again later).
+  if (t.choosing_.exchange(true, std::memory_order_acquire)) return true;
+  bool more = false;
+  try {
+    const size_t before = t.chosen_;
+    more = t.choose_next_record();
+    t.records_chosen_waiting_ += t.chosen_ - before;
+  } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
+    if (!t.idle_failure_) t.idle_failure_ = std::current_exception();
+  }
+  t.choosing_.store(false, std::memory_order_release);
+  return more;
+}
+
+IdleWork Tracer::idle_work() {
+  if (!compact_step_) return {};
+  return {&Tracer::choose_records_idle, this};
 }
 
 void Tracer::write_step_ops(const StepOutcome& o) {
@@ -559,9 +608,10 @@ void Tracer::write_step_ops(const StepOutcome& o) {
   // position a step, so after one OP_DELTA they advance; token rows (GET_ROWS) change arbitrarily. Otherwise a full
   // OP record. The choice compares the node's placement with the previous record's plus stride exactly, so the
   // reader restores every record whole.
-  const bool compact = options_.compact && stats_.empty() && names_ == previous_names_;
-  previous_names_ = names_;
-  if (options_.compact && fields_.size() < n) fields_.resize(n);
+  // The choices the threads' idle moments during the step left (see choose_next_record).
+  if (compact_step_)
+    while (choose_next_record()) {
+    }
   size_t run_begin = n;  // first node of the pending OP_ADVANCES run (n: none)
   auto end_run = [&](size_t end) {
     if (run_begin == n) return;
@@ -570,7 +620,7 @@ void Tracer::write_step_ops(const StepOutcome& o) {
     run_begin = n;
   };
   for (size_t i = 0; i < n; ++i) {
-    const RecordChoice choice = compact ? choose_record(i) : RecordChoice::FULL;
+    const RecordChoice choice = compact_step_ ? choices_[i] : RecordChoice::FULL;
     if (choice == RecordChoice::ADVANCE) {
       if (run_begin == n) run_begin = i;
     } else {
@@ -617,8 +667,9 @@ void Tracer::write_op(const StepOutcome& o, size_t i, RecordChoice choice) {
   r.n_threads = static_cast<uint16_t>(workers);
   r.start_ns = start == UINT64_MAX ? 0 : start - t0_;
   r.end_ns = end == 0 ? r.start_ns : end - t0_;
-  if (choice == RecordChoice::DELTA) {  // choose_record() filled changes_
-    writer_.op_delta(r, changes_);
+  if (choice == RecordChoice::DELTA) {  // choose_record() stored its changes
+    const size_t begin = i == 0 ? 0 : changes_end_[i - 1];
+    writer_.op_delta(r, std::span(step_changes_).subspan(begin, changes_end_[i] - begin));
     return;
   }
   fill_placement(r, n);
@@ -684,7 +735,9 @@ bool Tracer::write_advance_run(const StepOutcome& o, size_t first, size_t end) {
 
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{*this};
+  if (idle_failure_) std::rethrow_exception(std::exchange(idle_failure_, nullptr));
   const uint64_t ticks_after = tick_count(), ns_after = now_ns();
+  if (o.step >= 2) g_eval_ns += o.end_ns - o.start_ns, ++g_eval_n;
   std::span<const float> logits = o.logits;
   // No logits would mean no landscape part, and so no line head: the line would end a stale one.
   if (logits.empty()) fail("internal error: step {} has no logits to trace", o.step);
@@ -881,9 +934,10 @@ json Tracer::finish() {
                    {"peak_bytes", peak}},
                   -1);
   writer_.flush();
-  return {{"ops", writer_.op_count()}, {"spans", writer_.span_count()},  {"steps", step_graph_.size()},
-          {"graphs", graphs_.size()},  {"buffer_events", events.size()}, {"trace_bytes", writer_.bytes_written()},
-          {"tracer_ns", self_ns_}};
+  return {{"ops", writer_.op_count()},      {"spans", writer_.span_count()},
+          {"steps", step_graph_.size()},    {"graphs", graphs_.size()},
+          {"buffer_events", events.size()}, {"trace_bytes", writer_.bytes_written()},
+          {"tracer_ns", self_ns_},          {"records_chosen_waiting", records_chosen_waiting_}};
 }
 
 }  // namespace tt

@@ -4,6 +4,7 @@
 // are assembled and written by the run's thread between steps.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <fstream>
@@ -64,6 +65,7 @@ class Tracer : public GenerateObserver {
   bool wants_node_begin() const override { return options_.io || prefetcher_ != nullptr; }
   void on_node_begin(int node, const Node& n) override;
   void on_worker_begin(int thread, int node) override;
+  IdleWork idle_work() override;
   // --prefetch: the prefetcher is told about each graph and each node start (not owned).
   void set_prefetcher(Prefetcher* p) { prefetcher_ = p; }
   ~Tracer() override;
@@ -121,13 +123,27 @@ class Tracer : public GenerateObserver {
     std::vector<uint32_t> layout;
     std::vector<uint64_t> last, stride;
   };
-  std::vector<NodeFields> fields_;       // [node]; kept only with options_.compact
-  RecordChoice choose_record(size_t i);  // updates fields_[i] for ADVANCE and DELTA (changes_: the deltas)
-  std::vector<std::pair<uint32_t, uint64_t>> changes_;
+  std::vector<NodeFields> fields_;  // [node]; kept only with options_.compact
+  // Updates fields_[i] for ADVANCE and DELTA, and appends a DELTA's changes (field, difference) to step_changes_.
+  RecordChoice choose_record(size_t i);
+  // The current step's choices, made in node order (write_step_ops reads them): choices_[i] for node i < chosen_,
+  // whose DELTA changes end at step_changes_[changes_end_[i]]. compact_step_: the step's records are chosen at all.
+  bool compact_step_ = false;
+  size_t chosen_ = 0;
+  std::vector<RecordChoice> choices_;
+  std::vector<size_t> changes_end_;
+  std::vector<std::pair<uint32_t, uint64_t>> step_changes_;
+  // Chooses the next node's record (or a few: see the definition); false once every node has its choice.
+  bool choose_next_record();
+  // IdleWork: choose_next_record on whichever thread waits, one at a time (choosing_).
+  static bool choose_records_idle(void* self);
+  std::atomic<bool> choosing_{false};
+  uint64_t records_chosen_waiting_ = 0;  // by choose_records_idle over the run (run.json)
+  std::exception_ptr idle_failure_;      // thrown in choose_records_idle, rethrown on the run's thread
   std::vector<uint32_t> layout_scratch_;
   std::vector<uint64_t> fields_scratch_;
   void fill_placement(trace::OpRecord& r, const Node& n);  // every field of the op's tensors and ranges
-  // Node i's SPAN records, then its OP_DELTA (choose_record's changes_) or OP record.
+  // Node i's SPAN records, then its OP_DELTA (the changes choose_record stored) or OP record.
   void write_op(const StepOutcome& o, size_t i, RecordChoice choice);
   void write_io(size_t i);  // node i's IO record (--io-trace)
   // Nodes [first, end) as one OP_ADVANCES record; false (nothing written) when it cannot hold their times.
