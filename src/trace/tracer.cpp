@@ -567,6 +567,7 @@ Tracer::RecordChoice Tracer::choose_record(size_t i) {
 }
 
 bool Tracer::choose_next_record() {
+  if (!compact_step_) return false;
   const size_t n = choices_.size();
   // One node that needs comparing at most (a fraction of a microsecond), and the cheap ones before it.
   while (chosen_ < n) {
@@ -579,15 +580,20 @@ bool Tracer::choose_next_record() {
   return chosen_ < n;
 }
 
-bool Tracer::choose_records_idle(void* self) {
+bool Tracer::idle_unit(void* self) {
   Tracer& t = *static_cast<Tracer*>(self);
   // One thread at a time: the others, finding it taken, go back to waiting (and call again later).
   if (t.choosing_.exchange(true, std::memory_order_acquire)) return true;
   bool more = false;
   try {
-    const size_t before = t.chosen_;
-    more = t.choose_next_record();
-    t.records_chosen_waiting_ += t.chosen_ - before;
+    if (t.line_pending_.load(std::memory_order_relaxed)) {  // the previous step's line
+      t.write_line_piece();
+      more = true;
+    } else {
+      const size_t before = t.chosen_;
+      more = t.choose_next_record();
+      t.records_chosen_waiting_ += t.chosen_ - before;
+    }
   } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
     if (!t.idle_failure_) t.idle_failure_ = std::current_exception();
   }
@@ -596,8 +602,8 @@ bool Tracer::choose_records_idle(void* self) {
 }
 
 IdleWork Tracer::idle_work() {
-  if (!compact_step_) return {};
-  return {&Tracer::choose_records_idle, this};
+  if (!compact_step_ && !line_pending_.load(std::memory_order_relaxed)) return {};
+  return {&Tracer::idle_unit, this};
 }
 
 void Tracer::write_step_ops(const StepOutcome& o) {
@@ -743,7 +749,11 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (logits.empty()) fail("internal error: step {} has no logits to trace", o.step);
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
   const int landscape_k = std::max(k, 2);  // the top-1/top-2 gap needs two
-  ReadoutStats hidden_stats, logits_stats;
+  // The previous step's steps.jsonl line, if the threads' idle moments in this step did not finish it.
+  while (write_line_piece()) {
+  }
+  ReadoutStats hidden_stats;
+  LogitLandscape land;
   // Work items handed to whichever worker asks next: first the landscape's vocabulary parts (synth-qwen2-256's
   // 50,257 logits: four), then the op records, then the hidden state's statistics. The logits reach the workers
   // from the caches the output's matrix product streamed through (mostly L3), so each part is read from there once:
@@ -765,10 +775,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
     if (item < n_parts) {
       landscape_part(logits, item, landscape_k, landscape_parts_[item]);
       chain.part_done(item, hash_part);
-      if (parts_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        const std::span<const LandscapePart> parts(landscape_parts_.data(), n_parts);
-        logits_stats = write_step_line_head(o, k, merge_landscape(logits, parts, landscape_k));
-      }
+      if (parts_left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        land = merge_landscape(logits, std::span<const LandscapePart>(landscape_parts_.data(), n_parts), landscape_k);
     } else if (item == n_parts) {
       spans_to_ns(ticks_after, ns_after);
       write_step_ops(o);
@@ -795,19 +803,27 @@ void Tracer::on_step_end(const StepOutcome& o) {
     take_items();
   }
   TT_CHECK(chain.all_completed(), "step {}: the logits' hash took {} of {} parts", o.step, chain.completed(), n_parts);
-  logits_stats.hash = logits_hash_.digest();
-  JsonLine& j = step_line_;
-  j.key("hidden_stats");
-  hidden_stats.write(j);
-  j.key("logits_stats");
-  logits_stats.write(j);
-  j.field("start_ns", o.start_ns - t0_)
-      .field("end_ns", o.end_ns - t0_)
-      .field("n_ops", static_cast<uint64_t>(graph_->nodes().size()))
-      .field("graph", step_graph_.back())
-      .end_object();
-  steps_pending_ += j.str();
-  steps_pending_ += '\n';
+  // This step's line is written from here while the threads wait at the next step's barriers (write_line_piece),
+  // or at the next step's end at the latest: only what it needs of the logits is kept.
+  PendingLine& line = line_;
+  line.step = o.step, line.phase = o.phase, line.pos_begin = o.pos_begin, line.pos_end = o.pos_end;
+  line.input_tokens.assign(o.input_tokens.begin(), o.input_tokens.end());
+  line.sampled = o.sampled;
+  line.end_of_generation = o.end_of_generation;
+  line.chosen_logit = o.sampled.token >= 0 ? logits[o.sampled.token] : 0.0f;
+  line.k = k;
+  line.top_logits.clear();
+  for (int i = 0; i < k; ++i) line.top_logits.push_back(logits[land.top[i]]);
+  line.hidden_stats = hidden_stats;
+  line.logits_stats.min = land.min_logit, line.logits_stats.max = land.max_logit;
+  line.logits_stats.mean = land.mean_logit, line.logits_stats.std = land.std_logit;
+  line.logits_stats.hash = logits_hash_.digest();
+  line.land = std::move(land);
+  line.start_ns = o.start_ns - t0_, line.end_ns = o.end_ns - t0_;
+  line.n_ops = graph_->nodes().size();
+  line.graph = step_graph_.back();
+  line.next_piece = 0;
+  line_pending_.store(true, std::memory_order_release);
   writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_,
                     o.sampled.token, o.sampled.probability, true});
   // Each buffer is written when it passes kFlushBytes (it is reserved twice that, so it never grows inside a
@@ -822,48 +838,66 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
 }
 
-ReadoutStats Tracer::write_step_line_head(const StepOutcome& o, int k, const LogitLandscape& land) {
+bool Tracer::write_line_piece() {
+  if (!line_pending_.load(std::memory_order_acquire)) return false;
+  PendingLine& l = line_;
   const Tokenizer& tok = *model_.tokenizer;
-  std::span<const float> logits = o.logits;
   auto text_of = [&](int32_t id) {
     return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string();
   };
-  const int32_t chosen = o.sampled.token;
   JsonLine& j = step_line_;
-  j.clear();
-  j.begin_object()
-      .field("step", o.step)
-      .field("phase", phase_name(o.phase))
-      .field("pos_begin", o.pos_begin)
-      .field("pos_end", o.pos_end);
-  j.begin_array("input_tokens");
-  for (int32_t t : o.input_tokens) j.value(t);
-  j.end_array();
-  if (chosen >= 0) {
-    j.field("token", chosen)
-        .field("token_text", std::string_view(text_of(chosen)))
-        .field("probability", o.sampled.probability)
-        .field("softmax_probability", land.prob(logits[chosen]));
-  } else {
-    j.key("token").null().key("token_text").null().key("probability").null().key("softmax_probability").null();
+  // Pieces of a fraction of a microsecond each: the head, each top-k entry, the rest.
+  const int piece = l.next_piece++;
+  if (piece == 0) {
+    j.clear();
+    j.begin_object()
+        .field("step", l.step)
+        .field("phase", phase_name(l.phase))
+        .field("pos_begin", l.pos_begin)
+        .field("pos_end", l.pos_end);
+    j.begin_array("input_tokens");
+    for (int32_t t : l.input_tokens) j.value(t);
+    j.end_array();
+    const int32_t chosen = l.sampled.token;
+    if (chosen >= 0) {
+      j.field("token", chosen)
+          .field("token_text", std::string_view(text_of(chosen)))
+          .field("probability", l.sampled.probability)
+          .field("softmax_probability", l.land.prob(l.chosen_logit));
+    } else {
+      j.key("token").null().key("token_text").null().key("probability").null().key("softmax_probability").null();
+    }
+    j.field("end_of_generation", l.end_of_generation);
+    j.begin_array("top_k");
+    return true;
   }
-  j.field("end_of_generation", o.end_of_generation);
-  j.begin_array("top_k");
-  for (int i = 0; i < k; ++i) {
-    const int32_t id = land.top[i];
+  if (piece <= l.k) {
+    const int32_t id = l.land.top[piece - 1];
+    const float logit = l.top_logits[piece - 1];
     j.begin_object()
         .field("id", id)
         .field("text", std::string_view(text_of(id)))
-        .field("logit", logits[id])
-        .field("prob", land.prob(logits[id]))
+        .field("logit", logit)
+        .field("prob", l.land.prob(logit))
         .end_object();
+    return true;
   }
   j.end_array();
-  j.field("top1_top2_gap", land.top.size() > 1 ? logits[land.top[0]] - logits[land.top[1]] : 0.0f)
-      .field("entropy", land.entropy);
-  ReadoutStats stats;
-  stats.min = land.min_logit, stats.max = land.max_logit, stats.mean = land.mean_logit, stats.std = land.std_logit;
-  return stats;
+  j.field("top1_top2_gap", l.top_logits.size() > 1 ? l.top_logits[0] - l.top_logits[1] : 0.0f)
+      .field("entropy", l.land.entropy);
+  j.key("hidden_stats");
+  l.hidden_stats.write(j);
+  j.key("logits_stats");
+  l.logits_stats.write(j);
+  j.field("start_ns", l.start_ns)
+      .field("end_ns", l.end_ns)
+      .field("n_ops", l.n_ops)
+      .field("graph", l.graph)
+      .end_object();
+  steps_pending_ += j.str();
+  steps_pending_ += '\n';
+  line_pending_.store(false, std::memory_order_release);
+  return false;
 }
 
 void Tracer::flush_node_times() {
@@ -881,6 +915,8 @@ void Tracer::flush_steps() {
 }
 
 json Tracer::finish() {
+  while (write_line_piece()) {
+  }
   flush_steps();
   if (!*steps_stream_) fail("error writing '{}'", dir_.path("steps.jsonl"));
   json index = json::array();

@@ -135,11 +135,12 @@ class Tracer : public GenerateObserver {
   std::vector<std::pair<uint32_t, uint64_t>> step_changes_;
   // Chooses the next node's record (or a few: see the definition); false once every node has its choice.
   bool choose_next_record();
-  // IdleWork: choose_next_record on whichever thread waits, one at a time (choosing_).
-  static bool choose_records_idle(void* self);
+  // IdleWork: on whichever thread waits, one at a time (choosing_), a piece of the previous step's line, then
+  // choose_next_record.
+  static bool idle_unit(void* self);
   std::atomic<bool> choosing_{false};
-  uint64_t records_chosen_waiting_ = 0;  // by choose_records_idle over the run (run.json)
-  std::exception_ptr idle_failure_;      // thrown in choose_records_idle, rethrown on the run's thread
+  uint64_t records_chosen_waiting_ = 0;  // by idle_unit over the run (run.json)
+  std::exception_ptr idle_failure_;      // thrown in idle_unit, rethrown on the run's thread
   std::vector<uint32_t> layout_scratch_;
   std::vector<uint64_t> fields_scratch_;
   void fill_placement(trace::OpRecord& r, const Node& n);  // every field of the op's tensors and ranges
@@ -155,9 +156,28 @@ class Tracer : public GenerateObserver {
     GraphNames names;
   };
   void write_step_ops(const StepOutcome& outcome);
-  // Starts step_line_ (steps.jsonl): the step, its tokens, the logit landscape (top k) up to the entropy. Returns
-  // the logits' moments (all but the hash), which the landscape computes on the way.
-  ReadoutStats write_step_line_head(const StepOutcome& outcome, int k, const LogitLandscape& land);
+  // A step's steps.jsonl line, kept at the step's end (all it needs of the logits) and written a piece at a time
+  // while the threads wait at the next step's barriers (idle_unit), the rest at the next step's end or finish().
+  struct PendingLine {
+    int32_t step = 0;
+    Phase phase = Phase::PROMPT;
+    int32_t pos_begin = 0, pos_end = 0;
+    std::vector<int32_t> input_tokens;
+    SampleResult sampled;
+    bool end_of_generation = false;
+    float chosen_logit = 0;
+    int k = 0;
+    LogitLandscape land;
+    std::vector<float> top_logits;  // [k]: the logits of land.top
+    ReadoutStats hidden_stats, logits_stats;
+    uint64_t start_ns = 0, end_ns = 0, n_ops = 0;  // trace times
+    int graph = 0;
+    int next_piece = 0;  // 0: the head; 1..k: top-k entry; k + 1: the rest, which appends it to steps_pending_
+  };
+  PendingLine line_;
+  std::atomic<bool> line_pending_{false};
+  // Writes the next piece of line_; false once it is written (or none is pending).
+  bool write_line_piece();
   std::vector<LandscapePart> landscape_parts_;  // the current step's, reused
   OrderedChain hash_chain_;                     // the logits' hash, a landscape part at a time, in order
   Xxh3Stream logits_hash_;
