@@ -48,15 +48,14 @@ template <typename Float, typename Int>
 // summed over chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. The exponential is most of
 // the cost: the polynomial's fused multiply-adds (x86-64-v3 and up) halve it, two independent vectors hide their
 // latency, and the moments ride along on loads already made (a separate pass cost 4-7 us more a step on 32,000 logits).
-struct DistanceSums {
-  double z = 0, s = 0, d = 0, q = 0;
-  float min = 0;  // of the logits themselves (m + min d_i would round)
-};
+using DistanceSums = LandscapeSums;
+// Adds to `out` (sums of earlier chunks: a part summed in pieces of whole chunks gets the same bits as in one call).
 TT_VOCAB_CLONES void distance_sums(const float* l, size_t n, float m, DistanceSums& out) {
-  double z_sum = 0, s_sum = 0, d_sum = 0, q_sum = 0;  // locals: through the reference every add would be a store
+  // Locals: through the reference every add would be a store.
+  double z_sum = out.z, s_sum = out.s, d_sum = out.d, q_sum = out.q;
   Float16 lo = Float16{} + INFINITY;
-  float min_logit = INFINITY;
-  constexpr size_t kChunk = 1024;
+  float min_logit = out.min;
+  constexpr size_t kChunk = kLandscapeBlockLogits;
   for (size_t begin = 0; begin < n; begin += kChunk) {
     const size_t end = std::min(n, begin + kChunk);
     Float16 z16[2] = {}, s16[2] = {}, d16[2] = {}, q16[2] = {};
@@ -123,11 +122,11 @@ TT_VOCAB_CLONES size_t next_candidate_block(const float* l, size_t i, size_t n, 
 // first, i.e. the lower id when ids come in increasing order). NaN logits are not ranked once the list is full.
 class TopK {
  public:
-  // Keeps k clamped to [1, n] for n logits ranked.
+  // Keeps k clamped to [1, n] for n logits ranked, going on from the list in `top` (empty: a new ranking).
   TopK(std::span<const float> logits, int k, size_t n, std::vector<int32_t>& top)
       : logits_(logits), keep_(std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1, n)), top_(top) {
-    top_.clear();
     top_.reserve(keep_ + 1);
+    if (full()) threshold_ = logits_[top_.back()];
   }
   bool full() const { return top_.size() == keep_; }
   float threshold() const { return threshold_; }  // the k-th largest so far; -inf until k logits are in
@@ -147,17 +146,10 @@ class TopK {
   float threshold_ = -INFINITY;
 };
 
-}  // namespace
-
-void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out) {
-  out.n = landscape_part_logits(logits, part).size();
-  if (out.n == 0) fail("landscape part {} of a {}-logit vocabulary", part, logits.size());
-  const size_t begin = part * kLandscapePartLogits, end = begin + out.n;
-
-  // Pass 1: top-k. Once the list is full, a block of logits is looked at one by one only when one of them beats
-  // the current k-th (rare after the first few thousand).
-  TopK top(logits, k, out.n, out.top);
-  size_t i = begin;
+// Pass 1 of a part over logits [i, end): top-k. Once the list is full, a block of logits is looked at one by one only
+// when one of them beats the current k-th (rare after the first few thousand). Ranges that split a part at multiples
+// of kCandidateBlock from its start consider the same logits as the whole part at once.
+void top_k_pass(std::span<const float> logits, size_t i, size_t end, TopK& top) {
   while (i + kCandidateBlock <= end) {
     if (top.full()) {
       i = next_candidate_block(logits.data(), i, end, top.threshold());
@@ -167,15 +159,30 @@ void landscape_part(std::span<const float> logits, size_t part, int k, Landscape
     i += kCandidateBlock;
   }
   for (; i < end; ++i) top.consider(i);
+}
 
-  // Pass 2: the sums of the distances to the part's maximum. A part of -inf logits only: distances to 0 (-inf, not
-  // NaN) and no softmax mass (exactly: its clamped terms, scaled to a very negative maximum elsewhere, would not be).
+// Pass 2's origin: the part's maximum. A part of -inf logits only: distances to 0 (-inf, not NaN) and no softmax
+// mass (exactly: its clamped terms, scaled to a very negative maximum elsewhere, would not be).
+float distance_origin(float max_logit) { return max_logit == -INFINITY ? 0.0f : max_logit; }
+void finish_part(const DistanceSums& sums, float max_logit, LandscapePart& out) {
+  out.z = sums.z, out.s = sums.s, out.d = sums.d, out.q = sums.q, out.min = sums.min;
+  if (max_logit == -INFINITY) out.z = out.s = 0;
+}
+
+}  // namespace
+
+void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out) {
+  out.n = landscape_part_logits(logits, part).size();
+  if (out.n == 0) fail("landscape part {} of a {}-logit vocabulary", part, logits.size());
+  const size_t begin = part * kLandscapePartLogits, end = begin + out.n;
+  out.top.clear();
+  TopK top(logits, k, out.n, out.top);
+  top_k_pass(logits, begin, end, top);
   const float m = logits[out.top[0]];
-  out.ref = m == -INFINITY ? 0.0f : m;
+  out.ref = distance_origin(m);
   DistanceSums sums;
   distance_sums(logits.data() + begin, out.n, out.ref, sums);
-  out.z = sums.z, out.s = sums.s, out.d = sums.d, out.q = sums.q, out.min = sums.min;
-  if (m == -INFINITY) out.z = out.s = 0;
+  finish_part(sums, m, out);
 }
 
 LogitLandscape merge_landscape(std::span<const float> logits, std::span<const LandscapePart> parts, int k) {
@@ -211,6 +218,53 @@ LogitLandscape merge_landscape(std::span<const float> logits, std::span<const La
   out.mean_logit = m + mean_d;
   out.std_logit = std::sqrt(std::max(0.0, q / static_cast<double>(n) - mean_d * mean_d));
   return out;
+}
+
+void LandscapeInPieces::begin(std::span<const float> logits, int k) {
+  if (logits.empty()) fail("logit landscape of an empty vocabulary");
+  logits_ = logits;
+  k_ = k;
+  parts_.resize(landscape_part_count(logits.size()));
+  part_ = 0, pos_ = 0, pass_ = 1;
+  complete_ = false;
+  start_part();
+}
+
+void LandscapeInPieces::start_part() {
+  LandscapePart& p = parts_[part_];
+  p.n = landscape_part_logits(logits_, part_).size();
+  p.top.clear();
+  sums_ = {};
+  pos_ = part_ * kLandscapePartLogits;
+}
+
+bool LandscapeInPieces::next() {
+  if (complete_) return false;
+  LandscapePart& p = parts_[part_];
+  const size_t part_end = part_ * kLandscapePartLogits + p.n, end = std::min(part_end, pos_ + kLandscapeBlockLogits);
+  if (pass_ == 1) {
+    TopK top(logits_, k_, p.n, p.top);
+    top_k_pass(logits_, pos_, end, top);
+  } else {
+    distance_sums(logits_.data() + pos_, end - pos_, p.ref, sums_);
+  }
+  pos_ = end;
+  if (pos_ < part_end) return true;
+  if (pass_ == 1) {  // on to pass 2 of the part
+    p.ref = distance_origin(logits_[p.top[0]]);
+    pass_ = 2;
+    pos_ = part_ * kLandscapePartLogits;
+    return true;
+  }
+  finish_part(sums_, logits_[p.top[0]], p);
+  if (++part_ < parts_.size()) {
+    pass_ = 1;
+    start_part();
+    return true;
+  }
+  result_ = merge_landscape(logits_, parts_, k_);
+  complete_ = true;
+  return false;
 }
 
 LogitLandscape logit_landscape(std::span<const float> logits, int k) {

@@ -37,6 +37,11 @@ struct LandscapePart {
   size_t n = 0;  // logits in the part
 };
 constexpr size_t kLandscapePartLogits = 16384;
+// A part's sums on the way (see landscape.cpp's distance_sums).
+struct LandscapeSums {
+  double z = 0, s = 0, d = 0, q = 0;
+  float min = INFINITY;  // of the logits themselves (ref + min d_i would round)
+};
 inline size_t landscape_part_count(size_t n_logits) {
   return (n_logits + kLandscapePartLogits - 1) / kLandscapePartLogits;
 }
@@ -49,6 +54,33 @@ inline std::span<const float> landscape_part_logits(std::span<const float> logit
 void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out);
 // The landscape from all the parts, in order (every part of logits, computed by landscape_part with the same k).
 LogitLandscape merge_landscape(std::span<const float> logits, std::span<const LandscapePart> parts, int k);
+
+// The landscape a block of kLandscapeBlockLogits at a time, for work done in short pieces (the tracer's, while the
+// threads wait at barriers): each part's two passes block by block, then the merge. Bit-identical to
+// logit_landscape's (the blocks split the passes where their own loops do).
+constexpr size_t kLandscapeBlockLogits = 1024;
+static_assert(kLandscapePartLogits % kLandscapeBlockLogits == 0);
+class LandscapeInPieces {
+ public:
+  // The logits must stay unchanged until complete(); k as for logit_landscape.
+  void begin(std::span<const float> logits, int k);
+  // One block of one pass, the last one with the merge; false once the landscape is complete (nothing done).
+  bool next();
+  bool complete() const { return complete_; }
+  const LogitLandscape& result() const { return result_; }  // once complete()
+  LogitLandscape& result() { return result_; }
+
+ private:
+  void start_part();
+  std::span<const float> logits_;
+  int k_ = 1;
+  std::vector<LandscapePart> parts_;
+  size_t part_ = 0, pos_ = 0;  // the part and the next logit of its current pass
+  int pass_ = 1;               // 1: top-k, 2: the distance sums (into sums_)
+  LandscapeSums sums_;
+  bool complete_ = false;
+  LogitLandscape result_;
+};
 
 // Every part on this thread, then their merge. k is clamped to [1, logits.size()]; logits must not be empty.
 LogitLandscape logit_landscape(std::span<const float> logits, int k);

@@ -28,7 +28,6 @@
 #include "trace/landscape.h"
 
 namespace tt {
-static uint64_t g_eval_ns = 0, g_eval_n = 0;
 
 using nlohmann::json;
 
@@ -193,6 +192,8 @@ Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int 
   reserve_touched(node_times_, 2 * trace::TraceWriter::kFlushBytes / sizeof(Span));
   reserve_touched(step_buffers_, kStepsReserved);
   reserve_touched(step_graph_, kStepsReserved);
+  // Touched now: the first step's copy would otherwise fault in every page (~160 us for 32,000 logits).
+  logits_copy_.assign(static_cast<size_t>(std::max(model.config.n_vocab, 0)), 0.0f);
 }
 
 void Tracer::record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes) {
@@ -444,10 +445,6 @@ void Tracer::on_worker_begin(int thread, int node) {
 }
 
 Tracer::~Tracer() {
-  if (g_eval_n > 100) {
-    fprintf(stderr, "EVAL %.2f us\n", g_eval_ns / 1000.0 / g_eval_n);
-    g_eval_ns = g_eval_n = 0;
-  }
   for (IoSlot& s : io_slots_)
     if (s.proc_fd >= 0) ::close(s.proc_fd);
 }
@@ -586,8 +583,8 @@ bool Tracer::idle_unit(void* self) {
   if (t.choosing_.exchange(true, std::memory_order_acquire)) return true;
   bool more = false;
   try {
-    if (t.line_pending_.load(std::memory_order_relaxed)) {  // the previous step's line
-      t.write_line_piece();
+    if (t.line_pending_.load(std::memory_order_relaxed)) {  // the previous step's landscape and line
+      t.previous_step_piece();
       more = true;
     } else {
       const size_t before = t.chosen_;
@@ -743,41 +740,27 @@ void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{*this};
   if (idle_failure_) std::rethrow_exception(std::exchange(idle_failure_, nullptr));
   const uint64_t ticks_after = tick_count(), ns_after = now_ns();
-  if (o.step >= 2) g_eval_ns += o.end_ns - o.start_ns, ++g_eval_n;
   std::span<const float> logits = o.logits;
-  // No logits would mean no landscape part, and so no line head: the line would end a stale one.
   if (logits.empty()) fail("internal error: step {} has no logits to trace", o.step);
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
   const int landscape_k = std::max(k, 2);  // the top-1/top-2 gap needs two
-  // The previous step's steps.jsonl line, if the threads' idle moments in this step did not finish it.
-  while (write_line_piece()) {
+  // What is left of the previous step's landscape and line (the threads' idle moments in this step did the rest).
+  while (previous_step_piece()) {
   }
+  // At the step's end only what must be: a copy of the logits (the next step overwrites them; its idle moments
+  // take the landscape, the hash and the steps.jsonl line from the copy, see previous_step_piece), the op records
+  // (their spans' slots are the next step's too) and the hidden state's statistics. Work items handed to whichever
+  // worker asks next: the copy in two halves, the op records, the statistics.
+  if (logits_copy_.size() < logits.size()) logits_copy_.resize(logits.size());
+  const size_t half = logits.size() / 2;
+  constexpr size_t kItems = 4;
+  std::atomic<size_t> next_item{0};
   ReadoutStats hidden_stats;
-  LogitLandscape land;
-  // Work items handed to whichever worker asks next: first the landscape's vocabulary parts (synth-qwen2-256's
-  // 50,257 logits: four), then the op records, then the hidden state's statistics. The logits reach the workers
-  // from the caches the output's matrix product streamed through (mostly L3), so each part is read from there once:
-  // its landscape, then its piece of the logits' hash while it is in that worker's cache (the hash takes parts in
-  // order: whoever finishes the next part in line hashes it, and any after it that are ready). The worker
-  // completing the last part merges them and starts the steps.jsonl line, while the others write the op records;
-  // the line's end is written here once all are done.
-  const size_t n_parts = landscape_part_count(logits.size()), n_items = n_parts + 2;
-  if (landscape_parts_.size() < n_parts) landscape_parts_.resize(n_parts);
-  std::atomic<size_t> next_item{0}, parts_left{n_parts};
-  OrderedChain& chain = hash_chain_;
-  chain.begin(n_parts);
-  logits_hash_.reset();
-  auto hash_part = [&](size_t part) {
-    const std::span<const float> piece = landscape_part_logits(logits, part);
-    logits_hash_.update(piece.data(), piece.size_bytes());
-  };
   auto run_item = [&](size_t item) {
-    if (item < n_parts) {
-      landscape_part(logits, item, landscape_k, landscape_parts_[item]);
-      chain.part_done(item, hash_part);
-      if (parts_left.fetch_sub(1, std::memory_order_acq_rel) == 1)
-        land = merge_landscape(logits, std::span<const LandscapePart>(landscape_parts_.data(), n_parts), landscape_k);
-    } else if (item == n_parts) {
+    if (item < 2) {
+      const size_t begin = item == 0 ? 0 : half, end = item == 0 ? half : logits.size();
+      std::memcpy(logits_copy_.data() + begin, logits.data() + begin, (end - begin) * sizeof(float));
+    } else if (item == 2) {
       spans_to_ns(ticks_after, ns_after);
       write_step_ops(o);
     } else {
@@ -785,7 +768,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
     }
   };
   auto take_items = [&] {
-    for (size_t item; (item = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;) run_item(item);
+    for (size_t item; (item = next_item.fetch_add(1, std::memory_order_relaxed)) < kItems;) run_item(item);
   };
   if (o.workers != nullptr && o.workers->size() > 1) {
     // Rethrown here: an exception must not leave the pool's job running.
@@ -802,26 +785,19 @@ void Tracer::on_step_end(const StepOutcome& o) {
   } else {
     take_items();
   }
-  TT_CHECK(chain.all_completed(), "step {}: the logits' hash took {} of {} parts", o.step, chain.completed(), n_parts);
-  // This step's line is written from here while the threads wait at the next step's barriers (write_line_piece),
-  // or at the next step's end at the latest: only what it needs of the logits is kept.
   PendingLine& line = line_;
   line.step = o.step, line.phase = o.phase, line.pos_begin = o.pos_begin, line.pos_end = o.pos_end;
   line.input_tokens.assign(o.input_tokens.begin(), o.input_tokens.end());
   line.sampled = o.sampled;
   line.end_of_generation = o.end_of_generation;
-  line.chosen_logit = o.sampled.token >= 0 ? logits[o.sampled.token] : 0.0f;
   line.k = k;
-  line.top_logits.clear();
-  for (int i = 0; i < k; ++i) line.top_logits.push_back(logits[land.top[i]]);
   line.hidden_stats = hidden_stats;
-  line.logits_stats.min = land.min_logit, line.logits_stats.max = land.max_logit;
-  line.logits_stats.mean = land.mean_logit, line.logits_stats.std = land.std_logit;
-  line.logits_stats.hash = logits_hash_.digest();
-  line.land = std::move(land);
   line.start_ns = o.start_ns - t0_, line.end_ns = o.end_ns - t0_;
   line.n_ops = graph_->nodes().size();
   line.graph = step_graph_.back();
+  line.logits = std::span<const float>(logits_copy_.data(), logits.size());
+  line.landscape.begin(line.logits, landscape_k);
+  line.stage = PendingLine::LANDSCAPE;
   line.next_piece = 0;
   line_pending_.store(true, std::memory_order_release);
   writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_,
@@ -838,9 +814,36 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
 }
 
-bool Tracer::write_line_piece() {
+bool Tracer::previous_step_piece() {
   if (!line_pending_.load(std::memory_order_acquire)) return false;
   PendingLine& l = line_;
+  // Pieces of a fraction of a microsecond each: the landscape a block at a time; the logits' hash kHashPiece bytes
+  // at a time; the line's head, each top-k entry, the rest.
+  if (l.stage == PendingLine::LANDSCAPE) {
+    if (!l.landscape.next()) {
+      l.stage = PendingLine::HASH;
+      l.hashed = 0;
+      logits_hash_.reset();
+    }
+    return true;
+  }
+  if (l.stage == PendingLine::HASH) {
+    constexpr size_t kHashPiece = 16 * 1024;
+    const std::span<const std::byte> bytes = std::as_bytes(l.logits);
+    const size_t n = std::min(kHashPiece, bytes.size() - l.hashed);
+    logits_hash_.update(bytes.data() + l.hashed, n);
+    l.hashed += n;
+    if (l.hashed == bytes.size()) {
+      const LogitLandscape& land = l.landscape.result();
+      l.logits_stats.min = land.min_logit, l.logits_stats.max = land.max_logit;
+      l.logits_stats.mean = land.mean_logit, l.logits_stats.std = land.std_logit;
+      l.logits_stats.hash = logits_hash_.digest();
+      l.stage = PendingLine::TEXT;
+    }
+    return true;
+  }
+  const LogitLandscape& land = l.landscape.result();
+  auto logit_of = [&](int32_t id) { return l.logits[static_cast<size_t>(id)]; };
   const Tokenizer& tok = *model_.tokenizer;
   auto text_of = [&](int32_t id) {
     return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string();
@@ -863,7 +866,7 @@ bool Tracer::write_line_piece() {
       j.field("token", chosen)
           .field("token_text", std::string_view(text_of(chosen)))
           .field("probability", l.sampled.probability)
-          .field("softmax_probability", l.land.prob(l.chosen_logit));
+          .field("softmax_probability", land.prob(logit_of(chosen)));
     } else {
       j.key("token").null().key("token_text").null().key("probability").null().key("softmax_probability").null();
     }
@@ -872,19 +875,19 @@ bool Tracer::write_line_piece() {
     return true;
   }
   if (piece <= l.k) {
-    const int32_t id = l.land.top[piece - 1];
-    const float logit = l.top_logits[piece - 1];
+    const int32_t id = land.top[piece - 1];
+    const float logit = logit_of(id);
     j.begin_object()
         .field("id", id)
         .field("text", std::string_view(text_of(id)))
         .field("logit", logit)
-        .field("prob", l.land.prob(logit))
+        .field("prob", land.prob(logit))
         .end_object();
     return true;
   }
   j.end_array();
-  j.field("top1_top2_gap", l.top_logits.size() > 1 ? l.top_logits[0] - l.top_logits[1] : 0.0f)
-      .field("entropy", l.land.entropy);
+  j.field("top1_top2_gap", land.top.size() > 1 ? logit_of(land.top[0]) - logit_of(land.top[1]) : 0.0f)
+      .field("entropy", land.entropy);
   j.key("hidden_stats");
   l.hidden_stats.write(j);
   j.key("logits_stats");
@@ -915,7 +918,7 @@ void Tracer::flush_steps() {
 }
 
 json Tracer::finish() {
-  while (write_line_piece()) {
+  while (previous_step_piece()) {
   }
   flush_steps();
   if (!*steps_stream_) fail("error writing '{}'", dir_.path("steps.jsonl"));

@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "core/ordered_chain.h"
 #include "exec/executor.h"
 #include "model/generate.h"
 #include "trace/hash.h"
@@ -156,7 +155,7 @@ class Tracer : public GenerateObserver {
     GraphNames names;
   };
   void write_step_ops(const StepOutcome& outcome);
-  // A step's steps.jsonl line, kept at the step's end (all it needs of the logits) and written a piece at a time
+  // A step's logit landscape, logits' hash and steps.jsonl line, made from a copy of its logits a piece at a time
   // while the threads wait at the next step's barriers (idle_unit), the rest at the next step's end or finish().
   struct PendingLine {
     int32_t step = 0;
@@ -165,22 +164,22 @@ class Tracer : public GenerateObserver {
     std::vector<int32_t> input_tokens;
     SampleResult sampled;
     bool end_of_generation = false;
-    float chosen_logit = 0;
-    int k = 0;
-    LogitLandscape land;
-    std::vector<float> top_logits;  // [k]: the logits of land.top
+    int k = 0;                      // top-k entries in the line
+    std::span<const float> logits;  // the step's, in logits_copy_
+    LandscapeInPieces landscape;
     ReadoutStats hidden_stats, logits_stats;
     uint64_t start_ns = 0, end_ns = 0, n_ops = 0;  // trace times
     int graph = 0;
-    int next_piece = 0;  // 0: the head; 1..k: top-k entry; k + 1: the rest, which appends it to steps_pending_
+    enum Stage { LANDSCAPE, HASH, TEXT } stage = LANDSCAPE;
+    size_t hashed = 0;   // bytes of the logits in logits_hash_
+    int next_piece = 0;  // TEXT: 0 the head; 1..k a top-k entry; k + 1 the rest, which appends it to steps_pending_
   };
   PendingLine line_;
   std::atomic<bool> line_pending_{false};
-  // Writes the next piece of line_; false once it is written (or none is pending).
-  bool write_line_piece();
-  std::vector<LandscapePart> landscape_parts_;  // the current step's, reused
-  OrderedChain hash_chain_;                     // the logits' hash, a landscape part at a time, in order
+  std::vector<float> logits_copy_;
   Xxh3Stream logits_hash_;
+  // Does the next piece of line_'s work; false once the line is in steps_pending_ (or none is pending).
+  bool previous_step_piece();
   std::vector<std::exception_ptr> item_failures_;  // [worker] of on_step_end's work items
   std::string graph_key(const Graph& g);
   std::vector<uint8_t> key_bytes_;  // graph_key's scratch, reused
