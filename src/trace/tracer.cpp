@@ -378,7 +378,7 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   names_ = &known.names;
   // Version 5 records (write_step_ops): on a step of the same graph as the previous one, without value statistics,
   // each node's record is chosen by comparing its placement with its previous record's; the threads make the
-  // choices while they wait at the step's barriers (choose_records_idle), write_step_ops makes the rest.
+  // choices while they wait at the step's barriers (idle_unit), write_step_ops makes the rest.
   compact_step_ = options_.compact && stats_.empty() && names_ == previous_names_;
   previous_names_ = names_;
   if (options_.compact && fields_.size() < n) fields_.resize(n);
@@ -580,7 +580,7 @@ bool Tracer::choose_next_record() {
 bool Tracer::idle_unit(void* self) {
   Tracer& t = *static_cast<Tracer*>(self);
   // One thread at a time: the others, finding it taken, go back to waiting (and call again later).
-  if (t.choosing_.exchange(true, std::memory_order_acquire)) return true;
+  if (t.idle_busy_.exchange(true, std::memory_order_acquire)) return true;
   bool more = false;
   try {
     if (t.line_pending_.load(std::memory_order_relaxed)) {  // the previous step's landscape and line
@@ -594,7 +594,7 @@ bool Tracer::idle_unit(void* self) {
   } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
     if (!t.idle_failure_) t.idle_failure_ = std::current_exception();
   }
-  t.choosing_.store(false, std::memory_order_release);
+  t.idle_busy_.store(false, std::memory_order_release);
   return more;
 }
 
@@ -918,7 +918,10 @@ void Tracer::flush_steps() {
 }
 
 json Tracer::finish() {
-  while (previous_step_piece()) {
+  {
+    SelfTimer timer{*this};  // the last step's landscape and line
+    while (previous_step_piece()) {
+    }
   }
   flush_steps();
   if (!*steps_stream_) fail("error writing '{}'", dir_.path("steps.jsonl"));

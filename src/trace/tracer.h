@@ -134,10 +134,10 @@ class Tracer : public GenerateObserver {
   std::vector<std::pair<uint32_t, uint64_t>> step_changes_;
   // Chooses the next node's record (or a few: see the definition); false once every node has its choice.
   bool choose_next_record();
-  // IdleWork: on whichever thread waits, one at a time (choosing_), a piece of the previous step's line, then
-  // choose_next_record.
+  // IdleWork: on whichever thread waits, one at a time (idle_busy_), a piece of the previous step's landscape, hash or
+  // line, then choose_next_record.
   static bool idle_unit(void* self);
-  std::atomic<bool> choosing_{false};
+  std::atomic<bool> idle_busy_{false};
   uint64_t records_chosen_waiting_ = 0;  // by idle_unit over the run (run.json)
   std::exception_ptr idle_failure_;      // thrown in idle_unit, rethrown on the run's thread
   std::vector<uint32_t> layout_scratch_;
