@@ -12,7 +12,7 @@ namespace tt {
 uint64_t xxh3_64(const void* data, size_t bytes);
 
 // The same hash of bytes given in consecutive pieces (digest() == xxh3_64 of their concatenation), with the same
-// vector loops: lets threads hash a buffer a part at a time, in order, while each part is still in their cache.
+// vector loops: the tracer hashes a step's logits a piece at a time while the threads wait at barriers.
 class Xxh3Stream {
  public:
   Xxh3Stream();

@@ -48,9 +48,8 @@ template <typename Float, typename Int>
 // summed over chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. The exponential is most of
 // the cost: the polynomial's fused multiply-adds (x86-64-v3 and up) halve it, two independent vectors hide their
 // latency, and the moments ride along on loads already made (a separate pass cost 4-7 us more a step on 32,000 logits).
-using DistanceSums = LandscapeSums;
 // Adds to `out` (sums of earlier chunks: a part summed in pieces of whole chunks gets the same bits as in one call).
-TT_VOCAB_CLONES void distance_sums(const float* l, size_t n, float m, DistanceSums& out) {
+TT_VOCAB_CLONES void distance_sums(const float* l, size_t n, float m, LandscapeSums& out) {
   // Locals: through the reference every add would be a store.
   double z_sum = out.z, s_sum = out.s, d_sum = out.d, q_sum = out.q;
   Float16 lo = Float16{} + INFINITY;
@@ -164,7 +163,7 @@ void top_k_pass(std::span<const float> logits, size_t i, size_t end, TopK& top) 
 // Pass 2's origin: the part's maximum. A part of -inf logits only: distances to 0 (-inf, not NaN) and no softmax
 // mass (exactly: its clamped terms, scaled to a very negative maximum elsewhere, would not be).
 float distance_origin(float max_logit) { return max_logit == -INFINITY ? 0.0f : max_logit; }
-void finish_part(const DistanceSums& sums, float max_logit, LandscapePart& out) {
+void finish_part(const LandscapeSums& sums, float max_logit, LandscapePart& out) {
   out.z = sums.z, out.s = sums.s, out.d = sums.d, out.q = sums.q, out.min = sums.min;
   if (max_logit == -INFINITY) out.z = out.s = 0;
 }
@@ -180,7 +179,7 @@ void landscape_part(std::span<const float> logits, size_t part, int k, Landscape
   top_k_pass(logits, begin, end, top);
   const float m = logits[out.top[0]];
   out.ref = distance_origin(m);
-  DistanceSums sums;
+  LandscapeSums sums;
   distance_sums(logits.data() + begin, out.n, out.ref, sums);
   finish_part(sums, m, out);
 }

@@ -1,8 +1,8 @@
 // The logit landscape of one step: the top-k tokens, the softmax normaliser and the entropy of the full softmax,
 // and the logits' min, mean and standard deviation, computed in two linear passes over each part of the vocabulary
-// (the tracer does this every step, its parts spread over the pool's workers, so it must cost a small fraction of a
-// generation step). Parts have a fixed size and merge in order: the result does not depend on which or how many
-// threads computed them.
+// (the tracer does this every step, a block at a time while the threads wait at the next step's barriers, so it
+// must cost a small fraction of a generation step). Parts have a fixed size and merge in order: the result does not
+// depend on which or how many threads computed them, or in how many pieces.
 #pragma once
 
 #include <algorithm>
@@ -68,7 +68,6 @@ class LandscapeInPieces {
   bool next();
   bool complete() const { return complete_; }
   const LogitLandscape& result() const { return result_; }  // once complete()
-  LogitLandscape& result() { return result_; }
 
  private:
   void start_part();

@@ -583,7 +583,7 @@ bool Tracer::idle_unit(void* self) {
   if (t.idle_busy_.exchange(true, std::memory_order_acquire)) return true;
   bool more = false;
   try {
-    if (t.line_pending_.load(std::memory_order_relaxed)) {  // the previous step's landscape and line
+    if (t.pending_.load(std::memory_order_relaxed)) {  // the previous step's landscape and line
       t.previous_step_piece();
       more = true;
     } else {
@@ -599,7 +599,7 @@ bool Tracer::idle_unit(void* self) {
 }
 
 IdleWork Tracer::idle_work() {
-  if (!compact_step_ && !line_pending_.load(std::memory_order_relaxed)) return {};
+  if (!compact_step_ && !pending_.load(std::memory_order_relaxed)) return {};
   return {&Tracer::idle_unit, this};
 }
 
@@ -612,9 +612,8 @@ void Tracer::write_step_ops(const StepOutcome& o) {
   // OP record. The choice compares the node's placement with the previous record's plus stride exactly, so the
   // reader restores every record whole.
   // The choices the threads' idle moments during the step left (see choose_next_record).
-  if (compact_step_)
-    while (choose_next_record()) {
-    }
+  while (choose_next_record()) {
+  }
   size_t run_begin = n;  // first node of the pending OP_ADVANCES run (n: none)
   auto end_run = [&](size_t end) {
     if (run_begin == n) return;
@@ -785,21 +784,21 @@ void Tracer::on_step_end(const StepOutcome& o) {
   } else {
     take_items();
   }
-  PendingLine& line = line_;
-  line.step = o.step, line.phase = o.phase, line.pos_begin = o.pos_begin, line.pos_end = o.pos_end;
-  line.input_tokens.assign(o.input_tokens.begin(), o.input_tokens.end());
-  line.sampled = o.sampled;
-  line.end_of_generation = o.end_of_generation;
-  line.k = k;
-  line.hidden_stats = hidden_stats;
-  line.start_ns = o.start_ns - t0_, line.end_ns = o.end_ns - t0_;
-  line.n_ops = graph_->nodes().size();
-  line.graph = step_graph_.back();
-  line.logits = std::span<const float>(logits_copy_.data(), logits.size());
-  line.landscape.begin(line.logits, landscape_k);
-  line.stage = PendingLine::LANDSCAPE;
-  line.next_piece = 0;
-  line_pending_.store(true, std::memory_order_release);
+  PendingStep& next = pending_step_;
+  next.step = o.step, next.phase = o.phase, next.pos_begin = o.pos_begin, next.pos_end = o.pos_end;
+  next.input_tokens.assign(o.input_tokens.begin(), o.input_tokens.end());
+  next.sampled = o.sampled;
+  next.end_of_generation = o.end_of_generation;
+  next.k = k;
+  next.hidden_stats = hidden_stats;
+  next.start_ns = o.start_ns - t0_, next.end_ns = o.end_ns - t0_;
+  next.n_ops = graph_->nodes().size();
+  next.graph = step_graph_.back();
+  next.logits = std::span<const float>(logits_copy_.data(), logits.size());
+  next.landscape.begin(next.logits, landscape_k);
+  next.stage = PendingStep::LANDSCAPE;
+  next.next_piece = 0;
+  pending_.store(true, std::memory_order_release);
   writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_,
                     o.sampled.token, o.sampled.probability, true});
   // Each buffer is written when it passes kFlushBytes (it is reserved twice that, so it never grows inside a
@@ -815,19 +814,19 @@ void Tracer::on_step_end(const StepOutcome& o) {
 }
 
 bool Tracer::previous_step_piece() {
-  if (!line_pending_.load(std::memory_order_acquire)) return false;
-  PendingLine& l = line_;
+  if (!pending_.load(std::memory_order_acquire)) return false;
+  PendingStep& l = pending_step_;
   // Pieces of a fraction of a microsecond each: the landscape a block at a time; the logits' hash kHashPiece bytes
   // at a time; the line's head, each top-k entry, the rest.
-  if (l.stage == PendingLine::LANDSCAPE) {
+  if (l.stage == PendingStep::LANDSCAPE) {
     if (!l.landscape.next()) {
-      l.stage = PendingLine::HASH;
+      l.stage = PendingStep::HASH;
       l.hashed = 0;
       logits_hash_.reset();
     }
     return true;
   }
-  if (l.stage == PendingLine::HASH) {
+  if (l.stage == PendingStep::HASH) {
     constexpr size_t kHashPiece = 16 * 1024;
     const std::span<const std::byte> bytes = std::as_bytes(l.logits);
     const size_t n = std::min(kHashPiece, bytes.size() - l.hashed);
@@ -838,7 +837,7 @@ bool Tracer::previous_step_piece() {
       l.logits_stats.min = land.min_logit, l.logits_stats.max = land.max_logit;
       l.logits_stats.mean = land.mean_logit, l.logits_stats.std = land.std_logit;
       l.logits_stats.hash = logits_hash_.digest();
-      l.stage = PendingLine::TEXT;
+      l.stage = PendingStep::TEXT;
     }
     return true;
   }
@@ -899,7 +898,7 @@ bool Tracer::previous_step_piece() {
       .end_object();
   steps_pending_ += j.str();
   steps_pending_ += '\n';
-  line_pending_.store(false, std::memory_order_release);
+  pending_.store(false, std::memory_order_release);
   return false;
 }
 

@@ -1,7 +1,8 @@
 // The tracer observes the engine (graph, allocator, executor) and the sampler during generation and writes the
 // run directory: trace.bin (one OP record per executed graph node, SPAN records per worker), graphs/,
 // buffers.json, steps.jsonl. Compute threads only store two timestamps into their own preallocated slots; records
-// are assembled and written by the run's thread between steps.
+// are written by the run's thread at each step's end, and the rest of the tracer's work (each record's form, the
+// previous step's logit landscape, hash and steps.jsonl line) is done while the threads wait at barriers.
 #pragma once
 
 #include <atomic>
@@ -157,7 +158,7 @@ class Tracer : public GenerateObserver {
   void write_step_ops(const StepOutcome& outcome);
   // A step's logit landscape, logits' hash and steps.jsonl line, made from a copy of its logits a piece at a time
   // while the threads wait at the next step's barriers (idle_unit), the rest at the next step's end or finish().
-  struct PendingLine {
+  struct PendingStep {
     int32_t step = 0;
     Phase phase = Phase::PROMPT;
     int32_t pos_begin = 0, pos_end = 0;
@@ -174,11 +175,11 @@ class Tracer : public GenerateObserver {
     size_t hashed = 0;   // bytes of the logits in logits_hash_
     int next_piece = 0;  // TEXT: 0 the head; 1..k a top-k entry; k + 1 the rest, which appends it to steps_pending_
   };
-  PendingLine line_;
-  std::atomic<bool> line_pending_{false};
+  PendingStep pending_step_;
+  std::atomic<bool> pending_{false};
   std::vector<float> logits_copy_;
   Xxh3Stream logits_hash_;
-  // Does the next piece of line_'s work; false once the line is in steps_pending_ (or none is pending).
+  // Does the next piece of pending_step_'s work; false once the line is in steps_pending_ (or none is pending).
   bool previous_step_piece();
   std::vector<std::exception_ptr> item_failures_;  // [worker] of on_step_end's work items
   std::string graph_key(const Graph& g);
