@@ -113,7 +113,6 @@ void BM_TracerStep(benchmark::State& state) {
     out.logits = engine.eval(token, &tracer);
     out.end_ns = now_ns();
     out.hidden = engine.hidden();
-    out.workers = &engine.pool();
     out.sampled = {static_cast<int32_t>(out.step % out.logits.size()), 0.5f};
     tracer.on_step_end(out);
     token[0] = out.sampled.token;

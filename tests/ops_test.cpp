@@ -195,6 +195,55 @@ TEST(ThreadPool, BarrierDoesIdleWorkWhileWaiting) {
   EXPECT_EQ(after.load(), 2);
 }
 
+// Work due at a node (ExecObserver::idle_work_due) is finished on thread 0 before any thread starts that node, also
+// when every node is split (thread 1 would otherwise run ahead into it): the node's output still holds the marker
+// the observer wrote at the run's start, after a pause long enough for another thread to have overwritten it.
+TEST(Executor, FinishesDueIdleWorkBeforeTheNodeItIsDueAt) {
+  struct DueObserver : ExecObserver {
+    std::vector<std::vector<WorkerSpan>> slots;
+    const Graph* g = nullptr;
+    int due = 0, finished = 0, units = 0;
+    bool untouched = false;
+    WorkerSpan* span_slots(int thread) override { return slots[thread].data(); }
+    static bool unit(void* self) {  // never done on its own: only finish_due_idle_work ends it
+      ++static_cast<DueObserver*>(self)->units;
+      return true;
+    }
+    IdleWork idle_work() override {
+      const Tensor& out = *g->nodes()[due].out;
+      std::fill(out.as<float>(), out.as<float>() + out.n_elements(), -12345.0f);
+      return {&unit, this};
+    }
+    int idle_work_due(const Graph&) override { return due; }
+    void finish_due_idle_work() override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const Tensor& out = *g->nodes()[due].out;
+      untouched =
+          std::all_of(out.as<float>(), out.as<float>() + out.n_elements(), [](float v) { return v == -12345.0f; });
+      ++finished;
+    }
+  };
+  for (int threads : {1, 2})
+    for (int due : {0, 2, 3}) {
+      OpHarness h;
+      std::vector<float> wv(64 * 64, 0.5f), xv(64, 1.0f);
+      Tensor* w = h.leaf("w", {64, 64}, wv);
+      Tensor* x = h.leaf("x", {64}, xv);
+      Tensor* a = h.b.add(x, x, "a");
+      Tensor* m1 = h.b.mul_mat(w, a, "m1");
+      Tensor* m2 = h.b.mul_mat(w, m1, "m2");
+      Tensor* m3 = h.b.mul_mat(w, m2, "m3");
+      DueObserver obs;
+      obs.g = &h.g;
+      obs.due = due;
+      obs.slots.assign(threads, std::vector<WorkerSpan>(h.g.nodes().size()));
+      h.run({a, m1, m2, m3}, threads, 0, &obs);  // kept: no node writes another's bytes
+      EXPECT_EQ(obs.finished, 1) << threads << " threads, due at node " << due;
+      EXPECT_TRUE(obs.untouched) << threads << " threads: node " << due << " started before its due work was finished";
+      EXPECT_EQ(values(m3)[0], 65536.0f) << "the run's result";  // a = 2, then each product multiplies by 32
+    }
+}
+
 // Spans of every node and thread, pre-filled with a marker the executor must overwrite.
 struct SpanRecorder : ExecObserver {
   std::vector<std::vector<WorkerSpan>> slots;
@@ -336,11 +385,38 @@ TEST(Ops, AllocatorReusesFreedMemory) {
   Tensor* a = h.b.add(x, x, "a");
   Tensor* b2 = h.b.add(a, a, "b");   // a dies here
   Tensor* c = h.b.add(b2, b2, "c");  // may reuse a's bytes
-  AllocPlan plan = plan_activations(h.g, {c});
+  Tensor* d = h.b.add(c, c, "d");    // kept: bytes of its own
+  AllocPlan plan = plan_activations(h.g, {d});
   bool reused = false;
   for (const AllocEvent& e : plan.events) reused |= e.reuse;
   EXPECT_TRUE(reused);
   EXPECT_LT(plan.arena_bytes, 3u * 64u + 1u);
+}
+
+TEST(Ops, AllocatorGivesKeptTensorsBytesOfTheirOwn) {
+  // The host reads a kept output after the step and, for the tracer, while the next step runs up to the node
+  // computing it: no other tensor of the step may share its bytes, though first fit would place it in a hole.
+  OpHarness h;
+  Tensor* x = h.leaf("x", {16}, std::vector<float>(16, 1.0f));
+  Tensor* a = h.b.add(x, x, "a");
+  Tensor* b2 = h.b.add(a, a, "b");   // a dies here
+  Tensor* c = h.b.add(b2, b2, "c");  // kept
+  Tensor* d = h.b.add(b2, b2, "d");  // kept, computed after the others died
+  AllocPlan plan = plan_activations(h.g, {c, d, c});
+  for (const Tensor* k : {c, d})
+    for (const AllocEvent& e : plan.events) {
+      if (e.tensor == k) {
+        EXPECT_EQ(e.kind, AllocEvent::ALLOC) << k->name << " is freed";
+        EXPECT_FALSE(e.reuse) << k->name;
+        continue;
+      }
+      if (e.kind != AllocEvent::ALLOC) continue;
+      const bool overlap = e.offset < k->offset + k->n_bytes() && k->offset < e.offset + e.bytes;
+      EXPECT_FALSE(overlap) << e.tensor->name << " at [" << e.offset << ", " << e.offset + e.bytes
+                            << ") shares bytes of " << k->name << " at [" << k->offset << ", "
+                            << k->offset + k->n_bytes() << ")";
+    }
+  EXPECT_NE(c->offset, d->offset);
 }
 
 }  // namespace

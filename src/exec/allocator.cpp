@@ -76,14 +76,27 @@ AllocPlan plan_activations(Graph& g, const std::vector<const Tensor*>& keep, uin
 
   AllocPlan plan;
   FreeList free_list;
-  uint64_t high_water_before = 0;
+  auto aligned = [&](const Tensor& t) { return (t.n_bytes() + alignment - 1) / alignment * alignment; };
+  // Kept tensors get bytes of their own, placed before any other: no other tensor of the step writes them, so
+  // they hold the previous step's values until the node computing them runs again (the tracer reads the
+  // previous step's logits while the next step runs).
+  std::vector<uint8_t> kept(g.tensors().size(), 0);
+  for (const Tensor* k : keep) {
+    if (k->storage().pool != Pool::ACTIVATION) continue;
+    slot(k->storage());  // checks that it is the graph's
+    Tensor& st = g.tensors()[k->storage().graph_index];
+    if (kept[st.graph_index]) continue;
+    kept[st.graph_index] = 1;
+    st.offset = free_list.allocate(aligned(st));
+  }
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
     Tensor* out = nodes[i].out;
     if (out->pool == Pool::ACTIVATION && !out->view_of) {
-      uint64_t bytes = (out->n_bytes() + alignment - 1) / alignment * alignment;
-      high_water_before = free_list.end();
-      out->offset = free_list.allocate(bytes);
-      plan.events.push_back({AllocEvent::ALLOC, i, out, out->offset, out->n_bytes(), out->offset < high_water_before});
+      const uint64_t high_water_before = free_list.end();
+      const bool own_bytes = kept[out->graph_index];
+      if (!own_bytes) out->offset = free_list.allocate(aligned(*out));
+      plan.events.push_back(
+          {AllocEvent::ALLOC, i, out, out->offset, out->n_bytes(), !own_bytes && out->offset < high_water_before});
     }
     for (const Tensor* s : nodes[i].src) {
       const Tensor& st = s->storage();
@@ -91,7 +104,7 @@ AllocPlan plan_activations(Graph& g, const std::vector<const Tensor*>& keep, uin
       int& last = slot(st);
       if (last != i) continue;
       last = -1;  // freed once even when read twice by this node
-      free_list.release(st.offset, (st.n_bytes() + alignment - 1) / alignment * alignment);
+      free_list.release(st.offset, aligned(st));
       plan.events.push_back({AllocEvent::FREE, i, &st, st.offset, st.n_bytes(), false});
     }
   }

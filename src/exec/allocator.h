@@ -25,8 +25,9 @@ struct AllocPlan {
   std::vector<AllocEvent> events;
 };
 
-// Plans ACTIVATION tensors (views excluded: they share their storage). `keep` tensors are never freed (outputs
-// the host reads after the step). Sets each tensor's offset; data pointers are set by bind_activation_data.
+// Plans ACTIVATION tensors (views excluded: they share their storage). `keep` tensors (outputs the host reads after
+// the step) get bytes no other tensor of the step uses, so they keep their values until the nodes computing them
+// run in the next step. Sets each tensor's offset; data pointers are set by bind_activation_data.
 AllocPlan plan_activations(Graph& g, const std::vector<const Tensor*>& keep, uint64_t alignment = 64);
 
 // Points every ACTIVATION tensor (and every view) at its bytes in `arena`.

@@ -60,6 +60,10 @@ class ExecObserver {
   // Work the threads do while they wait at the executor's barriers (see IdleWork), asked once per run;
   // it runs on any thread, one unit at a time, and must not depend on the nodes' outputs or spans.
   virtual IdleWork idle_work() { return {}; }
+  // The node before which some of the idle work must be done (-1: none), e.g. the first node that overwrites what
+  // that work reads: thread 0 calls finish_due_idle_work() before any thread starts the node. Asked once per run.
+  virtual int idle_work_due(const Graph& g) { return -1; }
+  virtual void finish_due_idle_work() {}
 };
 
 class Executor {

@@ -17,6 +17,7 @@ Engine::Engine(const Model& model, EngineOptions options)
 std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserver* observer) {
   // A step of the previous step's token count (every generation step) only moves positions: patch that graph.
   if (!step_ || !update_step_graph(*step_, model_, state_, tokens)) {
+    if (step_ && observer) observer->on_graph_rebuild();
     const size_t previous_nodes = step_ ? step_->graph.nodes().size() : 0;
     step_ = std::make_unique<StepGraph>();
     step_->graph.reserve_nodes(previous_nodes);

@@ -12,8 +12,6 @@
 
 namespace tt {
 
-class ThreadPool;
-
 enum class Phase : uint8_t { PROMPT = 0, GENERATE = 1 };
 const char* phase_name(Phase p);
 
@@ -34,7 +32,6 @@ struct StepOutcome {
   SampleResult sampled;               // the token chosen from these logits
   bool end_of_generation = false;     // the sampled token ends generation
   uint64_t start_ns = 0, end_ns = 0;  // eval time (graph build to logits)
-  ThreadPool* workers = nullptr;      // the engine's compute threads, idle while observers see this step
 };
 
 class GenerateObserver : public StepObserver {

@@ -557,7 +557,9 @@ std::string Tokenizer::compute_piece(int32_t id) const {
   return {};  // UNUSED, UNDEFINED (and BYTE in a BPE vocabulary) produce nothing
 }
 
-std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
+std::string Tokenizer::token_to_piece(int32_t id, bool special) const { return std::string(piece_view(id, special)); }
+
+std::string_view Tokenizer::piece_view(int32_t id, bool special) const {
   if (id < 0 || id >= n_vocab()) fail("token id {} is out of range (vocabulary of {})", id, n_vocab());
   const TokenType ty = tokens_[id].type;
   if (!special && (ty == TokenType::CONTROL || ty == TokenType::UNKNOWN)) return {};

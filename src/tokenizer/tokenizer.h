@@ -48,6 +48,8 @@ class Tokenizer {
   // their byte, "▁" becomes " " (SPM), GPT-2 byte characters map back to bytes (BPE). CONTROL and UNKNOWN tokens
   // give "" unless special is true, then their text. The leading space of a piece is kept.
   std::string token_to_piece(int32_t id, bool special = false) const;
+  // The same bytes without a copy, valid as long as the tokenizer.
+  std::string_view piece_view(int32_t id, bool special = false) const;
   // Concatenation of token_to_piece(id, special) over ids: the text llama.cpp prints for generated tokens.
   std::string decode(std::span<const int32_t> ids, bool special = false) const;
 

@@ -208,7 +208,13 @@ void Tracer::on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t
   pos_begin_ = pos_begin;
   pos_end_ = pos_end;
   step_start_ = now_ns() - t0_;
-  writer_.step_begin({static_cast<uint32_t>(step), phase, pos_begin, pos_end, step_start_, 0, -1, 0, false});
+  // Written with the step's records (write_records_piece), after the previous step's.
+  records_[running_].marker = {static_cast<uint32_t>(step), phase, pos_begin, pos_end, step_start_, 0, -1, 0, false};
+}
+
+void Tracer::on_graph_rebuild() {
+  SelfTimer timer{*this};
+  finish_previous_step();  // its graph and logits go
 }
 
 Tracer::GraphNames Tracer::intern_graph(const Graph& g, const AllocPlan& plan) {
@@ -355,10 +361,16 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
 
   // A graph seen again unchanged (a patched generation step) keeps its key, names and span slots.
   const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
+  StepRecords& rec = records_[running_];
   if (!same_structure) {
     if (n > trace::kMaxNodes) fail("a graph of {} nodes: trace.bin holds at most {}", n, trace::kMaxNodes);
-    spans_.resize(n_threads_);
-    for (auto& s : spans_) s.assign(n, Span{});
+    // A new graph comes after on_graph_rebuild (or first): nothing of the previous step's is left to write.
+    TT_CHECK(!pending_.load(std::memory_order_relaxed), "a new graph at step {} before the previous step's records",
+             step_);
+    for (StepRecords& r : records_) {
+      r.spans.resize(n_threads_);
+      for (auto& s : r.spans) s.assign(n, Span{});
+    }
     auto [it, first_seen] = graphs_.try_emplace(graph_key(g));
     KnownGraph& known = it->second;
     if (first_seen) {
@@ -379,13 +391,16 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   // Version 5 records (write_step_ops): on a step of the same graph as the previous one, without value statistics,
   // each node's record is chosen by comparing its placement with its previous record's; the threads make the
   // choices while they wait at the step's barriers (idle_unit), write_step_ops makes the rest.
-  compact_step_ = options_.compact && stats_.empty() && names_ == previous_names_;
+  rec.compact = options_.compact && stats_.empty() && names_ == previous_names_;
   previous_names_ = names_;
   if (options_.compact && fields_.size() < n) fields_.resize(n);
-  chosen_ = 0;
-  choices_.resize(n);
-  changes_end_.resize(n);
-  step_changes_.clear();
+  rec.names = names_;
+  rec.graph = &g;
+  rec.chosen = rec.full = rec.written = 0;
+  rec.deferred = rec.begun = false;
+  rec.choices.resize(n);
+  rec.changes_end.resize(n);
+  rec.changes.clear();
 
   // Activation arena and scratch growth are buffer events too.
   for (const BufferInfo& b : g.buffers) {
@@ -396,21 +411,21 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
       known = b.size;
     }
   }
-  ns_before_ = now_ns();
-  ticks_before_ = tick_count();
+  rec.ns_before = now_ns();
+  rec.ticks_before = tick_count();
 }
 
-void Tracer::spans_to_ns(uint64_t ticks_after, uint64_t ns_after) {
+void Tracer::spans_to_ns(StepRecords& r) {
   // ns = ns_before + (ticks - ticks_before) * scale / 2^32, clamped to the step (TSC reads on other cores may
   // differ by a few ticks).
-  const uint64_t tick_span = std::max<uint64_t>(1, ticks_after - ticks_before_);
-  const unsigned __int128 scale = (static_cast<unsigned __int128>(ns_after - ns_before_) << 32) / tick_span;
-  for (std::vector<Span>& slots : spans_)
+  const uint64_t tick_span = std::max<uint64_t>(1, r.ticks_after - r.ticks_before);
+  const unsigned __int128 scale = (static_cast<unsigned __int128>(r.ns_after - r.ns_before) << 32) / tick_span;
+  for (std::vector<Span>& slots : r.spans)
     for (Span& s : slots) {
       if (s.start == 0 && s.end == 0) continue;
       auto to_ns = [&](uint64_t t) {
-        const uint64_t d = std::clamp(t, ticks_before_, ticks_after) - ticks_before_;
-        return ns_before_ + static_cast<uint64_t>((d * scale) >> 32);
+        const uint64_t d = std::clamp(t, r.ticks_before, r.ticks_after) - r.ticks_before;
+        return r.ns_before + static_cast<uint64_t>((d * scale) >> 32);
       };
       s = {to_ns(s.start), to_ns(s.end)};
     }
@@ -535,10 +550,10 @@ void node_placement(const Node& n, std::vector<uint32_t>& layout, std::vector<ui
 
 }  // namespace
 
-Tracer::RecordChoice Tracer::choose_record(size_t i) {
+Tracer::RecordChoice Tracer::choose_record(StepRecords& r, size_t i) {
   NodeFields& f = fields_[i];
   // Same graph as the previous step: a node touching only step-independent bytes has the same placement again.
-  if (names_->repeatable[i] && f.stride.empty()) return RecordChoice::ADVANCE;
+  if (r.names->repeatable[i] && f.stride.empty()) return RecordChoice::ADVANCE;
   node_placement(graph_->nodes()[i], layout_scratch_, fields_scratch_);
   if (layout_scratch_ != f.layout) return RecordChoice::FULL;  // the same layout: as many fields as f.last
   // Differences mod 2^64, as the reader adds them. The common case (advances by the stride) in a loop without calls
@@ -553,111 +568,157 @@ Tracer::RecordChoice Tracer::choose_record(size_t i) {
     for (size_t k = 0; k < n_fields; ++k) off_stride |= now[k] - last[k];
   f.last.swap(fields_scratch_);
   if (off_stride == 0) return RecordChoice::ADVANCE;
-  const size_t first_change = step_changes_.size();
+  const size_t first_change = r.changes.size();
   for (size_t k = 0; k < n_fields; ++k)
-    if (const uint64_t d = f.last[k] - fields_scratch_[k]) step_changes_.emplace_back(static_cast<uint32_t>(k), d);
+    if (const uint64_t d = f.last[k] - fields_scratch_[k]) r.changes.emplace_back(static_cast<uint32_t>(k), d);
   // The changes become the stride (none: the node stopped moving).
-  f.stride.assign(step_changes_.size() == first_change ? 0 : f.last.size(), 0);
-  for (size_t c = first_change; c < step_changes_.size(); ++c)
-    f.stride[step_changes_[c].first] = step_changes_[c].second;
+  f.stride.assign(r.changes.size() == first_change ? 0 : f.last.size(), 0);
+  for (size_t c = first_change; c < r.changes.size(); ++c) f.stride[r.changes[c].first] = r.changes[c].second;
   return RecordChoice::DELTA;
 }
 
 bool Tracer::choose_next_record() {
-  if (!compact_step_) return false;
-  const size_t n = choices_.size();
+  StepRecords& r = records_[running_];
+  if (!r.compact) return false;
+  const size_t n = r.choices.size();
   // One node that needs comparing at most (a fraction of a microsecond), and the cheap ones before it.
-  while (chosen_ < n) {
-    const size_t i = chosen_++;
-    const bool cheap = names_->repeatable[i] && fields_[i].stride.empty();
-    choices_[i] = choose_record(i);
-    changes_end_[i] = step_changes_.size();
+  while (r.chosen < n) {
+    const size_t i = r.chosen++;
+    const bool cheap = r.names->repeatable[i] && fields_[i].stride.empty();
+    r.choices[i] = choose_record(r, i);
+    r.full += r.choices[i] == RecordChoice::FULL;
+    r.changes_end[i] = r.changes.size();
     if (!cheap) break;
   }
-  return chosen_ < n;
+  return r.chosen < n;
 }
 
-bool Tracer::idle_unit(void* self) {
-  Tracer& t = *static_cast<Tracer*>(self);
+bool Tracer::idle_piece(bool choose) {
   // One thread at a time: the others, finding it taken, go back to waiting (and call again later).
-  if (t.idle_busy_.exchange(true, std::memory_order_acquire)) return true;
+  if (idle_busy_.exchange(true, std::memory_order_acquire)) return true;
   bool more = false;
   try {
-    if (t.pending_.load(std::memory_order_relaxed)) {  // the previous step's landscape and line
-      t.previous_step_piece();
+    if (pending_.load(std::memory_order_relaxed)) {  // the previous step's records, landscape and line
+      previous_step_piece();
       more = true;
-    } else {
-      const size_t before = t.chosen_;
-      more = t.choose_next_record();
-      t.records_chosen_waiting_ += t.chosen_ - before;
+    } else if (choose) {
+      StepRecords& r = records_[running_];
+      const size_t before = r.chosen;
+      more = choose_next_record();
+      records_chosen_waiting_ += r.chosen - before;
     }
   } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
-    if (!t.idle_failure_) t.idle_failure_ = std::current_exception();
+    if (!idle_failure_) idle_failure_ = std::current_exception();
   }
-  t.idle_busy_.store(false, std::memory_order_release);
+  idle_busy_.store(false, std::memory_order_release);
   return more;
 }
 
+bool Tracer::idle_unit(void* self) { return static_cast<Tracer*>(self)->idle_piece(true); }
+
+void Tracer::finish_due_idle_work() {
+  // The previous step's work only (the running step's record choices are not due), shared with whichever thread
+  // holds idle_busy_ meanwhile.
+  while (pending_.load(std::memory_order_acquire)) idle_piece(false);
+}
+
 IdleWork Tracer::idle_work() {
-  if (!compact_step_ && !pending_.load(std::memory_order_relaxed)) return {};
+  if (!records_[running_].compact && !pending_.load(std::memory_order_relaxed)) return {};
   return {&Tracer::idle_unit, this};
 }
 
-void Tracer::write_step_ops(const StepOutcome& o) {
-  const size_t n = graph_->nodes().size();
+int Tracer::idle_work_due(const Graph& g) {
+  // The previous step's logits, read in place, until the first node writing any of their bytes (the output
+  // projection: the engine gives the logits bytes of their own, see plan_activations).
+  if (!pending_.load(std::memory_order_relaxed) || !pending_step_.logits_in_place) return -1;
+  const auto* begin = reinterpret_cast<const uint8_t*>(pending_step_.logits.data());
+  const auto* end = begin + pending_step_.logits.size_bytes();
+  const std::vector<Node>& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (op_is_view(n.op) || n.write.pool != Pool::ACTIVATION || n.write.length == 0) continue;
+    const uint8_t* data = g.buffer(n.write.buffer_id).data;
+    if (data == nullptr) return static_cast<int>(i);  // bytes it cannot place: at the latest before this node
+    if (data + n.write.offset < end && begin < data + n.write.offset + n.write.length) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool Tracer::write_records_piece(StepRecords& r) {
   // Version 5 records: on a step of the same graph as the previous step (and without value statistics), a node's
   // record is its previous one with new times and positions, advanced by its stride (OP_ADVANCES; runs of
   // consecutive nodes in one record) or with listed changes that become its stride (OP_DELTA): cache views grow one
   // position a step, so after one OP_DELTA they advance; token rows (GET_ROWS) change arbitrarily. Otherwise a full
   // OP record. The choice compares the node's placement with the previous record's plus stride exactly, so the
   // reader restores every record whole.
-  // The choices the threads' idle moments during the step left (see choose_next_record).
-  while (choose_next_record()) {
+  // Pieces of a fraction of a microsecond each (a step's records may be written in the next step's waits): the
+  // step's begin and its spans in nanoseconds; kNodesAPiece nodes (a run of OP_ADVANCES ends with its piece); the
+  // step's end.
+  constexpr size_t kNodesAPiece = 32;
+  const size_t n = r.choices.size();
+  if (!r.begun) {
+    trace::StepMarker begin = r.marker;
+    begin.end_ns = 0, begin.token = -1, begin.probability = 0, begin.ended = false;
+    writer_.step_begin(begin);
+    spans_to_ns(r);
+    r.begun = true;
+    return true;
   }
-  size_t run_begin = n;  // first node of the pending OP_ADVANCES run (n: none)
-  auto end_run = [&](size_t end) {
-    if (run_begin == n) return;
-    if (!write_advance_run(o, run_begin, end))
-      for (size_t k = run_begin; k < end; ++k) write_op(o, k, RecordChoice::FULL);
-    run_begin = n;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    const RecordChoice choice = compact_step_ ? choices_[i] : RecordChoice::FULL;
-    if (choice == RecordChoice::ADVANCE) {
-      if (run_begin == n) run_begin = i;
-    } else {
-      end_run(i);
-      write_op(o, i, choice);
+  if (r.written < n) {
+    const size_t end = std::min(n, r.written + kNodesAPiece);
+    size_t run_begin = end;  // first node of the pending OP_ADVANCES run (end: none)
+    auto end_run = [&](size_t stop) {
+      if (run_begin == end) return;
+      if (!write_advance_run(r, run_begin, stop)) {
+        // Only a step over 4 s has spans OP_ADVANCES cannot hold, and such a step's records are not deferred.
+        TT_CHECK(!r.deferred, "step {}: deferred records of a step too long for OP_ADVANCES", r.marker.step);
+        for (size_t k = run_begin; k < stop; ++k) write_op(r, k, RecordChoice::FULL);
+      }
+      run_begin = end;
+    };
+    for (size_t i = r.written; i < end; ++i) {
+      const RecordChoice choice = r.compact ? r.choices[i] : RecordChoice::FULL;
+      if (choice == RecordChoice::ADVANCE) {
+        if (run_begin == end) run_begin = i;
+      } else {
+        end_run(i);
+        write_op(r, i, choice);
+      }
+      if (options_.io) {  // each op's IO record follows it
+        end_run(i + 1);
+        write_io(r, i);
+      }
     }
-    if (options_.io) {  // each op's IO record follows it
-      end_run(i + 1);
-      write_io(i);
-    }
+    end_run(end);
+    r.written = end;
+    return true;
   }
-  end_run(n);
   // Buffer timeline: allocations when their node starts, frees when it ends. The events themselves are the
   // graph's (cached with its names); a step keeps only the run thread's node times, expanded into buffers.json
   // by finish(). They go to a scratch file with each flush: memory that grows with the run costs a step far more
   // than its copy on this kind of VM (first touches of fresh pages: 64 us a step for 6 kB on synth-llama-768).
-  step_buffers_.push_back({static_cast<uint32_t>(o.step), names_, node_times_written_ + node_times_.size(), step_start_,
-                           buffer_events_.size(), arena_bytes_, scratch_bytes_, static_bytes_});
-  node_times_.insert(node_times_.end(), spans_[0].begin(), spans_[0].end());
+  StepBuffers b = r.buffers;
+  b.times_at = node_times_written_ + node_times_.size();
+  step_buffers_.push_back(b);
+  node_times_.insert(node_times_.end(), r.spans[0].begin(), r.spans[0].end());
+  writer_.step_end(r.marker);
+  return false;
 }
 
-void Tracer::write_op(const StepOutcome& o, size_t i, RecordChoice choice) {
-  const Node& n = graph_->nodes()[i];
+void Tracer::write_op(const StepRecords& step, size_t i, RecordChoice choice) {
+  const Node& n = step.graph->nodes()[i];
   trace::OpRecord& r = record_;
-  r.step = static_cast<uint32_t>(o.step);
+  r.step = step.marker.step;
   r.node = static_cast<uint32_t>(i);
-  r.phase = o.phase;
+  r.phase = step.marker.phase;
   r.op = n.op;
   r.layer = static_cast<int16_t>(n.layer);
-  r.pos_begin = o.pos_begin;
-  r.pos_end = o.pos_end;
+  r.pos_begin = step.marker.pos_begin;
+  r.pos_end = step.marker.pos_end;
   uint64_t start = UINT64_MAX, end = 0;
   int first_thread = -1, workers = 0;
   for (int t = 0; t < n_threads_; ++t) {
-    const Span& s = spans_[t][i];
+    const Span& s = step.spans[t][i];
     if (s.start == 0 && s.end == 0) continue;
     if (first_thread < 0) first_thread = t;
     if (!op_is_view(n.op)) ++workers;
@@ -670,14 +731,16 @@ void Tracer::write_op(const StepOutcome& o, size_t i, RecordChoice choice) {
   r.start_ns = start == UINT64_MAX ? 0 : start - t0_;
   r.end_ns = end == 0 ? r.start_ns : end - t0_;
   if (choice == RecordChoice::DELTA) {  // choose_record() stored its changes
-    const size_t begin = i == 0 ? 0 : changes_end_[i - 1];
-    writer_.op_delta(r, std::span(step_changes_).subspan(begin, changes_end_[i] - begin));
+    const size_t begin = i == 0 ? 0 : step.changes_end[i - 1];
+    writer_.op_delta(r, std::span(step.changes).subspan(begin, step.changes_end[i] - begin));
     return;
   }
+  // A whole record reads the graph as this step ran it: never deferred (the next step patches the graph).
+  TT_CHECK(!step.deferred, "step {}: a deferred whole record of node {}", step.marker.step, i);
   fill_placement(r, n);
   r.has_stats = !stats_.empty() && !op_is_view(n.op);
   if (r.has_stats) r.stats = stats_[i];
-  writer_.op(r, &names_->ids[names_->node_offset[i]]);
+  writer_.op(r, &step.names->ids[step.names->node_offset[i]]);
   if (options_.compact) {  // the reader's state after an OP record: these fields, stride 0
     NodeFields& f = fields_[i];
     trace::placement_layout(r, f.layout);
@@ -690,36 +753,36 @@ void Tracer::write_op(const StepOutcome& o, size_t i, RecordChoice choice) {
   }
 }
 
-void Tracer::write_io(size_t i) {
+void Tracer::write_io(const StepRecords& step, size_t i) {
   if (io_ranges_[i].empty()) return;
   trace::IoRecord& io = io_record_;
-  io.step = static_cast<uint32_t>(step_);
+  io.step = step.marker.step;
   io.node = static_cast<uint32_t>(i);
   io.page_bytes = static_cast<uint32_t>(page_bytes());
   io.ranges = io_ranges_[i];
   io.workers.clear();
   for (int t = 0; t < n_threads_; ++t)
-    if (spans_[t][i].start || spans_[t][i].end) io.workers.push_back(io_workers_[t][i]);
+    if (step.spans[t][i].start || step.spans[t][i].end) io.workers.push_back(io_workers_[t][i]);
   writer_.io(io);
 }
 
-bool Tracer::write_advance_run(const StepOutcome& o, size_t first, size_t end) {
+bool Tracer::write_advance_run(const StepRecords& step, size_t first, size_t end) {
   // Times as u32 ns after the run's earliest start: a run lasting over 4.2 s goes out node by node instead. Written
   // through a pointer into a buffer kept at its size (a run of every node of a step, every step).
   auto has_share = [](const Span& s) { return (s.start | s.end) != 0; };
   uint64_t base = UINT64_MAX;
   for (int t = 0; t < n_threads_; ++t)
     for (size_t i = first; i < end; ++i)
-      base = std::min(base, has_share(spans_[t][i]) ? spans_[t][i].start : UINT64_MAX);
+      base = std::min(base, has_share(step.spans[t][i]) ? step.spans[t][i].start : UINT64_MAX);
   if (base == UINT64_MAX) base = t0_;
   std::vector<uint32_t>& times = run_times_;
   times.resize((end - first) * static_cast<size_t>(n_threads_) * 2);
   uint32_t* out = times.data();
   uint64_t n_spans = 0;
   for (size_t i = first; i < end; ++i) {
-    const bool view = names_->view[i];
+    const bool view = step.names->view[i];
     for (int t = 0; t < n_threads_; ++t) {
-      const Span& s = spans_[t][i];
+      const Span& s = step.spans[t][i];
       if (!has_share(s)) {
         *out++ = trace::kNoShare, *out++ = trace::kNoShare;
         continue;
@@ -729,60 +792,62 @@ bool Tracer::write_advance_run(const StepOutcome& o, size_t first, size_t end) {
       n_spans += !view;
     }
   }
-  writer_.op_advances({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, static_cast<uint32_t>(first),
+  const trace::StepMarker& m = step.marker;
+  writer_.op_advances({m.step, m.phase, m.pos_begin, m.pos_end, static_cast<uint32_t>(first),
                        static_cast<uint32_t>(end - first), static_cast<uint16_t>(n_threads_), base - t0_},
                       times, n_spans);
   return true;
 }
 
+namespace {
+
+// Whether v lies in the graph's activation arena (the engine's outputs do; a caller's own vector does not).
+bool in_arena(const Graph& g, std::span<const float> v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+  for (const BufferInfo& b : g.buffers)
+    if (b.id == kArenaBuffer && b.data != nullptr && p >= b.data && p + v.size_bytes() <= b.data + b.size) return true;
+  return false;
+}
+
+}  // namespace
+
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{*this};
   if (idle_failure_) std::rethrow_exception(std::exchange(idle_failure_, nullptr));
-  const uint64_t ticks_after = tick_count(), ns_after = now_ns();
+  StepRecords& rec = records_[running_];
+  rec.ticks_after = tick_count(), rec.ns_after = now_ns();
   std::span<const float> logits = o.logits;
   if (logits.empty()) fail("internal error: step {} has no logits to trace", o.step);
   const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
   const int landscape_k = std::max(k, 2);  // the top-1/top-2 gap needs two
-  // What is left of the previous step's landscape and line (the threads' idle moments in this step did the rest).
-  while (previous_step_piece()) {
+  // What is left of the previous step's records, landscape and line, and of this step's record choices (the
+  // threads' waits in this step did the rest).
+  finish_previous_step();
+  while (choose_next_record()) {
   }
-  // At the step's end only what must be: a copy of the logits (the next step overwrites them; its idle moments
-  // take the landscape, the hash and the steps.jsonl line from the copy, see previous_step_piece), the op records
-  // (their spans' slots are the next step's too) and the hidden state's statistics. Work items handed to whichever
-  // worker asks next: the copy in two halves, the op records, the statistics.
-  if (logits_copy_.size() < logits.size()) logits_copy_.resize(logits.size());
-  const size_t half = logits.size() / 2;
-  constexpr size_t kItems = 4;
-  std::atomic<size_t> next_item{0};
-  ReadoutStats hidden_stats;
-  auto run_item = [&](size_t item) {
-    if (item < 2) {
-      const size_t begin = item == 0 ? 0 : half, end = item == 0 ? half : logits.size();
-      std::memcpy(logits_copy_.data() + begin, logits.data() + begin, (end - begin) * sizeof(float));
-    } else if (item == 2) {
-      spans_to_ns(ticks_after, ns_after);
-      write_step_ops(o);
-    } else {
-      hidden_stats = readout_stats(o.hidden);
+  rec.marker.end_ns = o.end_ns - t0_;
+  rec.marker.token = o.sampled.token, rec.marker.probability = o.sampled.probability;
+  rec.marker.ended = true;
+  rec.buffers = {static_cast<uint32_t>(o.step),
+                 rec.names,
+                 0,
+                 step_start_,
+                 buffer_events_.size(),
+                 arena_bytes_,
+                 scratch_bytes_,
+                 static_bytes_};
+  // The records wait for the next step's barriers when each follows from its node's previous record (a whole
+  // record reads the graph, which the next step patches) and OP_ADVANCES can hold the step's times; else they go now.
+  rec.deferred = rec.compact && rec.full == 0 && !options_.io && rec.ns_after - rec.ns_before < kDeferredStepNs;
+  if (!rec.deferred)
+    while (write_records_piece(rec)) {
     }
-  };
-  auto take_items = [&] {
-    for (size_t item; (item = next_item.fetch_add(1, std::memory_order_relaxed)) < kItems;) run_item(item);
-  };
-  if (o.workers != nullptr && o.workers->size() > 1) {
-    // Rethrown here: an exception must not leave the pool's job running.
-    item_failures_.assign(static_cast<size_t>(o.workers->size()), nullptr);
-    o.workers->run([&](int ith) {
-      try {
-        take_items();
-      } catch (...) {
-        item_failures_[static_cast<size_t>(ith)] = std::current_exception();
-      }
-    });
-    for (const std::exception_ptr& e : item_failures_)
-      if (e) std::rethrow_exception(e);
-  } else {
-    take_items();
+  // The engine's logits keep their bytes until the node computing them runs in the next step (the threads finish the
+  // landscape before it, see idle_work_due; a new graph calls on_graph_rebuild first); a caller's own are copied.
+  const bool in_place = in_arena(*graph_, logits);
+  if (!in_place) {
+    if (logits_copy_.size() < logits.size()) logits_copy_.resize(logits.size());
+    std::memcpy(logits_copy_.data(), logits.data(), logits.size_bytes());
   }
   PendingStep& next = pending_step_;
   next.step = o.step, next.phase = o.phase, next.pos_begin = o.pos_begin, next.pos_end = o.pos_end;
@@ -790,17 +855,18 @@ void Tracer::on_step_end(const StepOutcome& o) {
   next.sampled = o.sampled;
   next.end_of_generation = o.end_of_generation;
   next.k = k;
-  next.hidden_stats = hidden_stats;
+  next.hidden_stats = readout_stats(o.hidden);
   next.start_ns = o.start_ns - t0_, next.end_ns = o.end_ns - t0_;
   next.n_ops = graph_->nodes().size();
   next.graph = step_graph_.back();
-  next.logits = std::span<const float>(logits_copy_.data(), logits.size());
+  next.logits = in_place ? logits : std::span<const float>(logits_copy_.data(), logits.size());
+  next.logits_in_place = in_place;
+  next.records = rec.deferred ? &rec : nullptr;
   next.landscape.begin(next.logits, landscape_k);
-  next.stage = PendingStep::LANDSCAPE;
+  next.stage = rec.deferred ? PendingStep::RECORDS : PendingStep::LANDSCAPE;
   next.next_piece = 0;
   pending_.store(true, std::memory_order_release);
-  writer_.step_end({static_cast<uint32_t>(o.step), o.phase, o.pos_begin, o.pos_end, step_start_, o.end_ns - t0_,
-                    o.sampled.token, o.sampled.probability, true});
+  running_ ^= 1;  // the next step's spans and choices go to the other records
   // Each buffer is written when it passes kFlushBytes (it is reserved twice that, so it never grows inside a
   // step), and all of them at least every kFlushIntervalNs (what a killed run can lose): a write call costs 20-45
   // us on this VM whatever its size, so small buffers are not written every few steps.
@@ -813,11 +879,20 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
 }
 
+void Tracer::finish_previous_step() {
+  while (previous_step_piece()) {
+  }
+}
+
 bool Tracer::previous_step_piece() {
   if (!pending_.load(std::memory_order_acquire)) return false;
   PendingStep& l = pending_step_;
-  // Pieces of a fraction of a microsecond each: the landscape a block at a time; the logits' hash kHashPiece bytes
-  // at a time; the line's head, each top-k entry, the rest.
+  // Pieces of a fraction of a microsecond each: the records (write_records_piece); the landscape a block at a time;
+  // the logits' hash kHashPiece bytes at a time; the line's head, each top-k entry, the rest.
+  if (l.stage == PendingStep::RECORDS) {
+    if (!write_records_piece(*l.records)) l.stage = PendingStep::LANDSCAPE;
+    return true;
+  }
   if (l.stage == PendingStep::LANDSCAPE) {
     if (!l.landscape.next()) {
       l.stage = PendingStep::HASH;
@@ -845,7 +920,7 @@ bool Tracer::previous_step_piece() {
   auto logit_of = [&](int32_t id) { return l.logits[static_cast<size_t>(id)]; };
   const Tokenizer& tok = *model_.tokenizer;
   auto text_of = [&](int32_t id) {
-    return id >= 0 && id < tok.n_vocab() ? tok.token_to_piece(id, true) : std::string();
+    return id >= 0 && id < tok.n_vocab() ? tok.piece_view(id, true) : std::string_view();
   };
   JsonLine& j = step_line_;
   // Pieces of a fraction of a microsecond each: the head, each top-k entry, the rest.
@@ -863,7 +938,7 @@ bool Tracer::previous_step_piece() {
     const int32_t chosen = l.sampled.token;
     if (chosen >= 0) {
       j.field("token", chosen)
-          .field("token_text", std::string_view(text_of(chosen)))
+          .field("token_text", text_of(chosen))
           .field("probability", l.sampled.probability)
           .field("softmax_probability", land.prob(logit_of(chosen)));
     } else {
@@ -878,7 +953,7 @@ bool Tracer::previous_step_piece() {
     const float logit = logit_of(id);
     j.begin_object()
         .field("id", id)
-        .field("text", std::string_view(text_of(id)))
+        .field("text", text_of(id))
         .field("logit", logit)
         .field("prob", land.prob(logit))
         .end_object();
@@ -918,9 +993,8 @@ void Tracer::flush_steps() {
 
 json Tracer::finish() {
   {
-    SelfTimer timer{*this};  // the last step's landscape and line
-    while (previous_step_piece()) {
-    }
+    SelfTimer timer{*this};  // the last step's records, landscape and line
+    finish_previous_step();
   }
   flush_steps();
   if (!*steps_stream_) fail("error writing '{}'", dir_.path("steps.jsonl"));

@@ -1,8 +1,8 @@
 // The tracer observes the engine (graph, allocator, executor) and the sampler during generation and writes the
 // run directory: trace.bin (one OP record per executed graph node, SPAN records per worker), graphs/,
-// buffers.json, steps.jsonl. Compute threads only store two timestamps into their own preallocated slots; records
-// are written by the run's thread at each step's end, and the rest of the tracer's work (each record's form, the
-// previous step's logit landscape, hash and steps.jsonl line) is done while the threads wait at barriers.
+// buffers.json, steps.jsonl. Compute threads only store two timestamps into their own preallocated slots. The rest
+// of the tracer's work is done while the threads wait at the executor's barriers: each record's form during the
+// step, and during the next step the step's records, logit landscape, logits' hash and steps.jsonl line.
 #pragma once
 
 #include <atomic>
@@ -57,22 +57,26 @@ class Tracer : public GenerateObserver {
 
   void on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t pos_end) override;
   void on_graph_ready(const Graph& g, const AllocPlan& plan) override;
-  WorkerSpan* span_slots(int thread) override { return spans_[thread].data(); }
+  WorkerSpan* span_slots(int thread) override { return records_[running_].spans[thread].data(); }
   void on_worker_end(int thread, int node) override;
   bool wants_node_done() const override { return options_.values || options_.check_finite; }
   void on_node_done(int node, const Node& n) override;
   void on_step_end(const StepOutcome& outcome) override;
+  void on_graph_rebuild() override;
   bool wants_node_begin() const override { return options_.io || prefetcher_ != nullptr; }
   void on_node_begin(int node, const Node& n) override;
   void on_worker_begin(int thread, int node) override;
   IdleWork idle_work() override;
+  int idle_work_due(const Graph& g) override;
+  void finish_due_idle_work() override;
   // --prefetch: the prefetcher is told about each graph and each node start (not owned).
   void set_prefetcher(Prefetcher* p) { prefetcher_ = p; }
   ~Tracer() override;
 
   // Records the runtime buffers that exist before the first step (KV cache layers...).
   void record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes);
-  // Writes graphs/index.json and buffers.json; returns counts for run.json.
+  // Writes what is left of the last step, graphs/index.json and buffers.json; returns counts for run.json. Called
+  // while the engine lives: the last step's landscape reads its logits in place.
   nlohmann::json finish();
   // The time spent in the tracer's callbacks on the run's thread so far (run.json's tracer_ns).
   uint64_t self_ns() const { return self_ns_; }
@@ -124,20 +128,42 @@ class Tracer : public GenerateObserver {
     std::vector<uint64_t> last, stride;
   };
   std::vector<NodeFields> fields_;  // [node]; kept only with options_.compact
-  // Updates fields_[i] for ADVANCE and DELTA, and appends a DELTA's changes (field, difference) to step_changes_.
-  RecordChoice choose_record(size_t i);
-  // The current step's choices, made in node order (write_step_ops reads them): choices_[i] for node i < chosen_,
-  // whose DELTA changes end at step_changes_[changes_end_[i]]. compact_step_: the step's records are chosen at all.
-  bool compact_step_ = false;
-  size_t chosen_ = 0;
-  std::vector<RecordChoice> choices_;
-  std::vector<size_t> changes_end_;
-  std::vector<std::pair<uint32_t, uint64_t>> step_changes_;
-  // Chooses the next node's record (or a few: see the definition); false once every node has its choice.
+  // One step's op records until they are written: the executor's spans, each node's record form, the step's marker.
+  // Two of them: a step runs in one while the previous step's records may still be written from the other.
+  struct StepRecords {
+    // [thread][node]: the executor's ticks, nanoseconds after spans_to_ns(). Sized for a new graph structure only:
+    // each step of a graph writes every slot (see ExecObserver::span_slots).
+    std::vector<std::vector<Span>> spans;
+    // tick_count() and now_ns() read together before the graph runs and again after: ticks in between map linearly.
+    uint64_t ticks_before = 0, ns_before = 0, ticks_after = 0, ns_after = 0;
+    // Version 5 records (compact: the step runs the previous step's graph, without value statistics): node i's
+    // choice for i < chosen, in node order; its DELTA changes end at changes[changes_end[i]].
+    bool compact = false;
+    size_t chosen = 0, full = 0;  // full: FULL choices among them
+    std::vector<RecordChoice> choices;
+    std::vector<size_t> changes_end;
+    std::vector<std::pair<uint32_t, uint64_t>> changes;
+    const GraphNames* names = nullptr;
+    const Graph* graph = nullptr;
+    trace::StepMarker marker;  // ended once the step has ended
+    StepBuffers buffers;       // the buffer timeline's entry (times_at set as it is written)
+    // Written at the step's end, or deferred to the next step's waits (previous_step_piece).
+    bool deferred = false, begun = false;  // begun: STEP_BEGIN written
+    size_t written = 0;                    // nodes whose records are written (write_records_piece)
+  };
+  // A step this long has spans OP_ADVANCES' 32-bit nanoseconds cannot hold: its records are written at its end.
+  static constexpr uint64_t kDeferredStepNs = 4'000'000'000;
+  StepRecords records_[2];
+  int running_ = 0;  // records_[running_]: the running step's
+  // Updates fields_[i] for ADVANCE and DELTA, and appends a DELTA's changes (field, difference) to r.changes.
+  RecordChoice choose_record(StepRecords& r, size_t i);
+  // Chooses the running step's next node's record (or a few: see the definition); false once every node has one.
   bool choose_next_record();
-  // IdleWork: on whichever thread waits, one at a time (idle_busy_), a piece of the previous step's landscape, hash or
-  // line, then choose_next_record.
-  static bool idle_unit(void* self);
+  // One unit of idle work, on one thread at a time (idle_busy_): a piece of the previous step's records, landscape,
+  // hash or line, or once those are done and with `choose`, choose_next_record. False once none is left; true also
+  // when another thread holds idle_busy_.
+  bool idle_piece(bool choose);
+  static bool idle_unit(void* self);  // IdleWork: idle_piece(true) on whichever thread waits
   std::atomic<bool> idle_busy_{false};
   uint64_t records_chosen_waiting_ = 0;  // by idle_unit over the run (run.json)
   std::exception_ptr idle_failure_;      // thrown in idle_unit, rethrown on the run's thread
@@ -145,19 +171,22 @@ class Tracer : public GenerateObserver {
   std::vector<uint64_t> fields_scratch_;
   void fill_placement(trace::OpRecord& r, const Node& n);  // every field of the op's tensors and ranges
   // Node i's SPAN records, then its OP_DELTA (the changes choose_record stored) or OP record.
-  void write_op(const StepOutcome& o, size_t i, RecordChoice choice);
-  void write_io(size_t i);  // node i's IO record (--io-trace)
+  void write_op(const StepRecords& r, size_t i, RecordChoice choice);
+  void write_io(const StepRecords& r, size_t i);  // node i's IO record (--io-trace)
   // Nodes [first, end) as one OP_ADVANCES record; false (nothing written) when it cannot hold their times.
-  bool write_advance_run(const StepOutcome& o, size_t first, size_t end);
+  bool write_advance_run(const StepRecords& r, size_t first, size_t end);
   std::vector<uint32_t> run_times_;  // write_advance_run's scratch, reused
   GraphNames intern_graph(const Graph& g, const AllocPlan& plan);
   struct KnownGraph {
     int id = 0;  // graphs/graph-<id>.json
     GraphNames names;
   };
-  void write_step_ops(const StepOutcome& outcome);
-  // A step's logit landscape, logits' hash and steps.jsonl line, made from a copy of its logits a piece at a time
-  // while the threads wait at the next step's barriers (idle_unit), the rest at the next step's end or finish().
+  // Writes the step's STEP_BEGIN, spans and records and STEP_END a piece at a time: false once all are written.
+  bool write_records_piece(StepRecords& r);
+  void spans_to_ns(StepRecords& r);
+  // A step's records (when they can wait), logit landscape, logits' hash and steps.jsonl line, made a piece at a time
+  // while the threads wait at the next step's barriers (idle_unit), the rest at the next step's end, at a new graph
+  // (on_graph_rebuild) or in finish().
   struct PendingStep {
     int32_t step = 0;
     Phase phase = Phase::PROMPT;
@@ -165,13 +194,17 @@ class Tracer : public GenerateObserver {
     std::vector<int32_t> input_tokens;
     SampleResult sampled;
     bool end_of_generation = false;
-    int k = 0;                      // top-k entries in the line
-    std::span<const float> logits;  // the step's, in logits_copy_
+    int k = 0;  // top-k entries in the line
+    // The step's: the engine's in place (they keep their bytes until the next step's output node, see idle_work_due)
+    // or, given by another caller, in logits_copy_.
+    std::span<const float> logits;
+    bool logits_in_place = false;
+    StepRecords* records = nullptr;  // not yet written (RECORDS)
     LandscapeInPieces landscape;
     ReadoutStats hidden_stats, logits_stats;
     uint64_t start_ns = 0, end_ns = 0, n_ops = 0;  // trace times
     int graph = 0;
-    enum Stage { LANDSCAPE, HASH, TEXT } stage = LANDSCAPE;
+    enum Stage { RECORDS, LANDSCAPE, HASH, TEXT } stage = LANDSCAPE;
     size_t hashed = 0;   // bytes of the logits in logits_hash_
     int next_piece = 0;  // TEXT: 0 the head; 1..k a top-k entry; k + 1 the rest, which appends it to steps_pending_
   };
@@ -181,7 +214,7 @@ class Tracer : public GenerateObserver {
   Xxh3Stream logits_hash_;
   // Does the next piece of pending_step_'s work; false once the line is in steps_pending_ (or none is pending).
   bool previous_step_piece();
-  std::vector<std::exception_ptr> item_failures_;  // [worker] of on_step_end's work items
+  void finish_previous_step();  // all of it
   std::string graph_key(const Graph& g);
   std::vector<uint8_t> key_bytes_;  // graph_key's scratch, reused
   std::string graph_json(const Graph& g) const;
@@ -204,12 +237,6 @@ class Tracer : public GenerateObserver {
   uint64_t step_start_ = 0;
   const Graph* graph_ = nullptr;
   const AllocPlan* plan_ = nullptr;
-  // [thread][node]: the executor's ticks during the step, nanoseconds after spans_to_ns() (on_step_end). Reset only for
-  // a new graph structure: each step of a graph writes the same slots (see ExecObserver::span_slots).
-  std::vector<std::vector<Span>> spans_;
-  // tick_count() and now_ns() read together before the graph runs and again after: ticks in between map linearly.
-  uint64_t ticks_before_ = 0, ns_before_ = 0;
-  void spans_to_ns(uint64_t ticks_after, uint64_t ns_after);
   std::vector<trace::ValueStats> stats_;  // [node], with --trace-values
 
   // Whole run.
