@@ -65,13 +65,17 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
     WorkerSpan* spans = observer ? observer->span_slots(ith) : nullptr;
     int64_t executed = 0;                // split nodes run so far: the same count on every thread
     const Node* scratch_user = nullptr;  // the last node that wrote scratch
+    // One counter read a node: a span starts where the thread's previous one ended (the loop between them is a few
+    // instructions), unless the thread has waited or called out since (tick_fresh false), when it is read again.
+    [[maybe_unused]] uint64_t last_tick = 0;
+    bool tick_fresh = false;
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
       const Node& n = nodes[i];
       if (op_is_view(n.op)) {
 #if TT_TRACE_HOOKS
         if (spans && ith == 0) {
-          const uint64_t t = tick_count();
-          spans[i] = {t, t};
+          if (!tick_fresh) last_tick = tick_count(), tick_fresh = true;
+          spans[i] = {last_tick, last_tick};
         }
 #endif
         continue;
@@ -91,11 +95,18 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
           if (ith == 0) observer->on_node_begin(i, n);
           if (split) pool_.barrier(idle);
           observer->on_worker_begin(ith, i);
+          tick_fresh = false;
         }
-        const uint64_t t0 = spans ? tick_count() : 0;
+        const uint64_t t0 = !spans ? 0 : tick_fresh ? last_tick : tick_count();
         compute_node(n, ctx);
-        if (spans) spans[i] = {t0, tick_count()};
-        if (node_begin) observer->on_worker_end(ith, i);
+        if (spans) {
+          last_tick = tick_count(), tick_fresh = true;
+          spans[i] = {t0, last_tick};
+        }
+        if (node_begin) {
+          observer->on_worker_end(ith, i);
+          tick_fresh = false;
+        }
 #else
         compute_node(n, ctx);
 #endif
@@ -105,11 +116,18 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
         if (ith == 0) chunk_counters_[(executed + 1) % 2].store(0, std::memory_order_relaxed);
         ++executed;
       }
-      if (i == finish_due_after && ith == 0) observer->finish_due_idle_work();
-      if (barrier_after) pool_.barrier(idle);
+      if (i == finish_due_after && ith == 0) {
+        observer->finish_due_idle_work();
+        tick_fresh = false;
+      }
+      if (barrier_after) {
+        pool_.barrier(idle);
+        tick_fresh = false;
+      }
       if (node_done) {
         if (ith == 0) observer->on_node_done(i, n);
         if (barrier_after) pool_.barrier(idle);
+        tick_fresh = false;
       }
     }
   });

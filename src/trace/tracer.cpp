@@ -617,6 +617,7 @@ bool Tracer::idle_piece(bool choose) {
 bool Tracer::idle_unit(void* self) { return static_cast<Tracer*>(self)->idle_piece(true); }
 
 void Tracer::finish_due_idle_work() {
+  SelfTimer timer{*this};  // on the run's thread (the executor's thread 0), between two nodes of the step
   // The previous step's work only (the running step's record choices are not due), shared with whichever thread
   // holds idle_busy_ meanwhile.
   while (pending_.load(std::memory_order_acquire)) idle_piece(false);

@@ -78,7 +78,8 @@ class Tracer : public GenerateObserver {
   // Writes what is left of the last step, graphs/index.json and buffers.json; returns counts for run.json. Called
   // while the engine lives: the last step's landscape reads its logits in place.
   nlohmann::json finish();
-  // The time spent in the tracer's callbacks on the run's thread so far (run.json's tracer_ns).
+  // The time spent in the tracer's callbacks on the run's thread so far, including finishing the previous step's
+  // work before the output node (finish_due_idle_work) (run.json's tracer_ns).
   uint64_t self_ns() const { return self_ns_; }
   // Of which in generation steps (from their on_step_begin to their on_step_end).
   uint64_t generate_self_ns() const { return generate_self_ns_; }
