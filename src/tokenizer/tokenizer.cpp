@@ -568,7 +568,7 @@ std::string_view Tokenizer::piece_view(int32_t id, bool special) const {
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool special) const {
   std::string out;
-  for (int32_t id : ids) out += token_to_piece(id, special);
+  for (int32_t id : ids) out += piece_view(id, special);
   return out;
 }
 

@@ -192,8 +192,6 @@ Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int 
   reserve_touched(node_times_, 2 * trace::TraceWriter::kFlushBytes / sizeof(Span));
   reserve_touched(step_buffers_, kStepsReserved);
   reserve_touched(step_graph_, kStepsReserved);
-  // Touched now: the first step's copy would otherwise fault in every page (~160 us for 32,000 logits).
-  logits_copy_.assign(static_cast<size_t>(std::max(model.config.n_vocab, 0)), 0.0f);
 }
 
 void Tracer::record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes) {
@@ -205,8 +203,6 @@ void Tracer::on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t
   SelfTimer timer{*this};
   step_ = step;
   phase_ = phase;
-  pos_begin_ = pos_begin;
-  pos_end_ = pos_end;
   step_start_ = now_ns() - t0_;
   // Written with the step's records (write_records_piece), after the previous step's.
   records_[running_].marker = {static_cast<uint32_t>(step), phase, pos_begin, pos_end, step_start_, 0, -1, 0, false};
@@ -388,9 +384,9 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
            known.id);
   step_graph_.push_back(known.id);
   names_ = &known.names;
-  // Version 5 records (write_step_ops): on a step of the same graph as the previous one, without value statistics,
-  // each node's record is chosen by comparing its placement with its previous record's; the threads make the
-  // choices while they wait at the step's barriers (idle_unit), write_step_ops makes the rest.
+  // Version 5 records (write_records_piece): on a step of the same graph as the previous one, without value
+  // statistics, each node's record is chosen by comparing its placement with its previous record's; the threads
+  // make the choices while they wait at the step's barriers (idle_unit), on_step_end makes the rest.
   rec.compact = options_.compact && stats_.empty() && names_ == previous_names_;
   previous_names_ = names_;
   if (options_.compact && fields_.size() < n) fields_.resize(n);
@@ -632,17 +628,23 @@ int Tracer::idle_work_due(const Graph& g) {
   // The previous step's logits, read in place, until the first node writing any of their bytes (the output
   // projection: the engine gives the logits bytes of their own, see plan_activations).
   if (!pending_.load(std::memory_order_relaxed) || !pending_step_.logits_in_place) return -1;
-  const auto* begin = reinterpret_cast<const uint8_t*>(pending_step_.logits.data());
+  const float* logits = pending_step_.logits.data();
+  // A patched graph writes the arena where it did the step before: the answer holds until its structure changes.
+  DueNode& d = due_node_;
+  if (&g == d.graph && g.structure_id != 0 && g.structure_id == d.structure_id && logits == d.logits) return d.node;
+  d = {&g, g.structure_id, logits, -1};
+  const auto* begin = reinterpret_cast<const uint8_t*>(logits);
   const auto* end = begin + pending_step_.logits.size_bytes();
   const std::vector<Node>& nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  for (size_t i = 0; i < nodes.size() && d.node < 0; ++i) {
     const Node& n = nodes[i];
     if (op_is_view(n.op) || n.write.pool != Pool::ACTIVATION || n.write.length == 0) continue;
     const uint8_t* data = g.buffer(n.write.buffer_id).data;
-    if (data == nullptr) return static_cast<int>(i);  // bytes it cannot place: at the latest before this node
-    if (data + n.write.offset < end && begin < data + n.write.offset + n.write.length) return static_cast<int>(i);
+    // Bytes it cannot place: at the latest before this node.
+    if (data == nullptr || (data + n.write.offset < end && begin < data + n.write.offset + n.write.length))
+      d.node = static_cast<int>(i);
   }
-  return -1;
+  return d.node;
 }
 
 bool Tracer::write_records_piece(StepRecords& r) {

@@ -120,7 +120,8 @@ class Tracer : public GenerateObserver {
     size_t explicit_end;  // buffer_events_ recorded before this step's arena events
     uint64_t arena_bytes, scratch_bytes, static_bytes;
   };
-  // How a node's record goes out on a compact step (write_step_ops): advanced by its stride, with changes, or whole.
+  // How a node's record goes out on a compact step (write_records_piece): advanced by its stride, with changes, or
+  // whole.
   enum class RecordChoice { ADVANCE, DELTA, FULL };
   // The reader's view of node i's placement fields (trace::for_each_placement_field) after its latest record: the
   // record's layout and fields, and its stride (set by OP_DELTA; empty, i.e. 0, after OP or a delta of no changes).
@@ -212,6 +213,14 @@ class Tracer : public GenerateObserver {
   PendingStep pending_step_;
   std::atomic<bool> pending_{false};
   std::vector<float> logits_copy_;
+  // idle_work_due's answer for a graph structure and the logits it looked for.
+  struct DueNode {
+    const Graph* graph = nullptr;
+    uint64_t structure_id = 0;
+    const float* logits = nullptr;
+    int node = -1;
+  };
+  DueNode due_node_;
   Xxh3Stream logits_hash_;
   // Does the next piece of pending_step_'s work; false once the line is in steps_pending_ (or none is pending).
   bool previous_step_piece();
@@ -234,7 +243,6 @@ class Tracer : public GenerateObserver {
   // Current step.
   int32_t step_ = 0;
   Phase phase_ = Phase::PROMPT;
-  int32_t pos_begin_ = 0, pos_end_ = 0;
   uint64_t step_start_ = 0;
   const Graph* graph_ = nullptr;
   const AllocPlan* plan_ = nullptr;
