@@ -13,8 +13,8 @@
 
 namespace tt {
 
-// Work a thread may do while it waits at a barrier instead of spinning: fn(ctx) does one short unit (a fraction
-// of a microsecond: a release that comes meanwhile waits for it) and returns false once it has nothing left.
+// Work a thread may do while it waits at a barrier instead of spinning: fn(ctx) does one short unit (a microsecond
+// or so: a release that comes meanwhile waits for it) and returns false once it has nothing left.
 struct IdleWork {
   bool (*fn)(void* ctx) = nullptr;
   void* ctx = nullptr;
