@@ -899,7 +899,7 @@ bool Tracer::previous_step_piece() {
   if (l.stage == PendingStep::LANDSCAPE) {
     // Several blocks a piece: a piece that outlasts a wait delays its thread by what is left of it, but work not done
     // in the waits is done before the next output node, on the critical path, which costs more (synth-qwen2-256's
-    // 72 short waits a step: one block a piece left 13-20 us a step for then, four leave ~1 us and gain 4-8 points
+    // 72 short waits a step: one block a piece left 13-20 us a step to do there, four leave ~1 us and gain 4-8 points
     // of the traced/untraced ratio; docs/performance.md).
     constexpr int kLandscapeBlocksAPiece = 4;
     bool more = true;
