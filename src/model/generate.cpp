@@ -50,7 +50,7 @@ GenerateResult generate(Engine& engine, const GenerateOptions& options, Generate
       result.stopped_at_eog = true;
       break;
     }
-    std::string piece = tok.token_to_piece(next);
+    const std::string_view piece = tok.piece_view(next);
     result.text += piece;
     if (on_text) on_text(piece);
     if (static_cast<int32_t>(result.tokens.size()) == options.n_predict) break;
