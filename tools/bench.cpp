@@ -2,6 +2,7 @@
 // and generation speed as mean ± standard deviation over repetitions after a warm-up, in llama-bench's table layout.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -29,7 +30,7 @@ struct BenchArgs {
 };
 
 struct Stats {
-  double mean = 0, std = 0;
+  double mean = 0, std = 0, median = 0;
 };
 Stats stats(const std::vector<double>& v) {
   Stats s;
@@ -38,6 +39,10 @@ Stats stats(const std::vector<double>& v) {
   double ss = 0;
   for (double x : v) ss += (x - s.mean) * (x - s.mean);
   s.std = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0;
+  std::vector<double> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t mid = sorted.size() / 2;
+  s.median = sorted.size() % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
   return s;
 }
 
@@ -121,7 +126,8 @@ int bench(BenchArgs a) {
                  stats(tps[0]).mean * read_per_token / 1e9, read_per_token / 1048576.0);
     if (a.trace_overhead) {
       // The ratio, and the time tracing adds to a token (a step for tg): steadier than the ratio when the machine's
-      // speed drifts, since the tracer's fixed work does not scale with the step.
+      // speed drifts, since the tracer's fixed work does not scale with the step. Medians too: on a shared VM a few
+      // pairs that met a slow spell of one mode move the mean by more than tracing does.
       std::vector<double> ratios, added_us;
       for (int r = 0; r < a.reps; ++r) {
         ratios.push_back(tps[1][r] / tps[0][r]);
@@ -131,9 +137,10 @@ int bench(BenchArgs a) {
       // is the ops' timing and what the tracer's work does to the caches and the other threads.
       const Stats s = stats(ratios), added = stats(added_us), callbacks = stats(tracer_us);
       overhead_lines.push_back(fmt::format(
-          "{}: traced/untraced {:.3f} ± {:.3f} over {} pairs (overhead {:.1f}%, {:.1f} ± {:.1f} us a token, of which "
-          "{:.1f} ± {:.1f} us in the tracer's callbacks)",
-          test, s.mean, s.std, a.reps, 100 * (1 - s.mean), added.mean, added.std, callbacks.mean, callbacks.std));
+          "{}: traced/untraced {:.3f} ± {:.3f} (median {:.3f}) over {} pairs (overhead {:.1f}%, {:.1f} ± {:.1f} us a "
+          "token (median {:.1f}), of which {:.1f} ± {:.1f} us in the tracer's callbacks)",
+          test, s.mean, s.std, s.median, a.reps, 100 * (1 - s.mean), added.mean, added.std, added.median,
+          callbacks.mean, callbacks.std));
     }
   }
   if (!overhead_lines.empty()) fmt::print("\ntracing overhead ({} threads)\n", a.threads);

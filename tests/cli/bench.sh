@@ -29,8 +29,11 @@ for mode in off on; do
 done
 grep -Eq '^\| [^|]+ \| [^|]+ \| [^|]+ \| [^|]+ \| 2 \| (off|on) \| (pp8|tg8) \| 0\.00 ' "$scratch/out" && fail "a rate of 0"
 for test in pp8 tg8; do
-  grep -Eq "^- ${test}: traced/untraced [0-9]+\.[0-9]{3} ± [0-9]+\.[0-9]{3} over 2 pairs \(overhead -?[0-9]+\.[0-9]%, -?[0-9]+\.[0-9] ± [0-9]+\.[0-9] us a token, of which [0-9]+\.[0-9] ± [0-9]+\.[0-9] us in the tracer's callbacks\)$" \
+  grep -Eq "^- ${test}: traced/untraced [0-9]+\.[0-9]{3} ± [0-9]+\.[0-9]{3} \(median [0-9]+\.[0-9]{3}\) over 2 pairs \(overhead -?[0-9]+\.[0-9]%, -?[0-9]+\.[0-9] ± [0-9]+\.[0-9] us a token \(median -?[0-9]+\.[0-9]\), of which [0-9]+\.[0-9] ± [0-9]+\.[0-9] us in the tracer's callbacks\)$" \
     "$scratch/out" || fail "no overhead line for $test"
+  # Two pairs: the median of the ratios is their mean.
+  ratios=$(sed -En "s/^- ${test}: traced\/untraced ([0-9.]+) ± [0-9.]+ \(median ([0-9.]+)\).*/\1 \2/p" "$scratch/out")
+  [ "${ratios% *}" = "${ratios#* }" ] || fail "$test: the median of two ratios is not their mean: $ratios"
 done
 leftover=$(find "$scratch" -mindepth 1 -maxdepth 1 -name 'tt-bench-*' | head -1)
 [ -z "$leftover" ] || fail "run directory left behind: $leftover"
