@@ -359,6 +359,7 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
   StepRecords& rec = records_[running_];
   if (!same_structure) {
+    due_node_ = {};
     if (n > trace::kMaxNodes) fail("a graph of {} nodes: trace.bin holds at most {}", n, trace::kMaxNodes);
     // A new graph comes after on_graph_rebuild (or first): nothing of the previous step's is left to write.
     TT_CHECK(!pending_.load(std::memory_order_relaxed), "a new graph at step {} before the previous step's records",
@@ -631,8 +632,8 @@ int Tracer::idle_work_due(const Graph& g) {
   const float* logits = pending_step_.logits.data();
   // A patched graph writes the arena where it did the step before: the answer holds until its structure changes.
   DueNode& d = due_node_;
-  if (&g == d.graph && g.structure_id != 0 && g.structure_id == d.structure_id && logits == d.logits) return d.node;
-  d = {&g, g.structure_id, logits, -1};
+  if (logits == d.logits) return d.node;
+  d = {logits, -1};
   const auto* begin = reinterpret_cast<const uint8_t*>(logits);
   const auto* end = begin + pending_step_.logits.size_bytes();
   const std::vector<Node>& nodes = g.nodes();
@@ -899,7 +900,7 @@ bool Tracer::previous_step_piece() {
   if (l.stage == PendingStep::LANDSCAPE) {
     // Several blocks a piece: a piece that outlasts a wait delays its thread by what is left of it, but work not done
     // in the waits is done before the next output node, on the critical path, which costs more (synth-qwen2-256's
-    // 72 short waits a step: one block a piece left 13-20 us a step to do there, four leave ~1 us and gain 4-8 points
+    // 71 short waits a step: one block a piece left 13-20 us a step to do there, four leave ~1 us and gain 4-8 points
     // of the traced/untraced ratio; docs/performance.md).
     constexpr int kLandscapeBlocksAPiece = 4;
     bool more = true;

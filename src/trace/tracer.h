@@ -213,11 +213,10 @@ class Tracer : public GenerateObserver {
   PendingStep pending_step_;
   std::atomic<bool> pending_{false};
   std::vector<float> logits_copy_;
-  // idle_work_due's answer for a graph structure and the logits it looked for.
+  // idle_work_due's answer for the logits it looked for, kept while the graph's structure is (on_graph_ready forgets
+  // it when the structure changes).
   struct DueNode {
-    const Graph* graph = nullptr;
-    uint64_t structure_id = 0;
-    const float* logits = nullptr;
+    const float* logits = nullptr;  // nullptr: no answer kept
     int node = -1;
   };
   DueNode due_node_;
