@@ -106,6 +106,22 @@ TEST(LogitLandscape, NaNDoesNotHideALaterLogitInItsBlock) {
   }
 }
 
+// A NaN among the first k logits enters the list before it is full; it must not become a threshold nothing beats.
+TEST(LogitLandscape, NaNBeforeTheListIsFullIsPushedOut) {
+  std::vector<float> logits(40000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 1000) / 100.0f;
+  logits[0] = NAN;
+  logits[30000] = 50.0f;  // in the second part: after the list went from one part to the next
+  const LogitLandscape got = logit_landscape(logits, 3);
+  ASSERT_EQ(got.top.size(), 3u);
+  EXPECT_EQ(got.top[0], 30000);
+  EXPECT_EQ(got.top[1], 999);  // the first 9.99
+  EXPECT_EQ(got.top[2], 1999);
+  std::vector<float> all_nan(100, NAN);
+  all_nan[50] = -INFINITY;
+  EXPECT_EQ(logit_landscape(all_nan, 2).top, (std::vector<int32_t>{50, 0}));
+}
+
 // The tracer computes the parts on whichever worker is free: any order, any thread, reused part objects must merge
 // to the very landscape of the single pass, bit for bit.
 TEST(LogitLandscape, PartsComputedInAnyOrderMergeToTheSameLandscape) {

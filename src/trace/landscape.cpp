@@ -92,13 +92,26 @@ TT_VOCAB_CLONES void distance_sums(const float* l, size_t n, float m, LandscapeS
 
 constexpr size_t kCandidateBlock = 64;
 
-// The first index >= i of a block of kCandidateBlock logits whose maximum is above threshold, or the start of the
-// tail (fewer left): the top-k pass looks at logits one by one only there. (NaNs are skipped: never above the
-// threshold, and consider() would not keep them either.) Lane-wise maxima, then halving: comparisons to a mask vector
-// compile to lane-by-lane moves.
-TT_VOCAB_CLONES size_t next_candidate_block(const float* l, size_t i, size_t n, float threshold) {
+// The first index in [i, n) whose logit is above threshold, or n; the logits passed over raise max_logit to their
+// maximum. Whole blocks of kCandidateBlock (from multiples of it) by their lane-wise maxima, then halving
+// (comparisons to a mask vector compile to lane-by-lane moves); the logits before the first block, the tail and a
+// block whose maximum is above threshold one by one. NaNs are passed over: never above the threshold, and
+// consider() would not keep them either; a NaN lane maximum would hide its successors, so the maxima start at -inf.
+TT_VOCAB_CLONES size_t next_candidate(const float* l, size_t i, size_t n, float threshold, float& max_logit) {
+  float m = max_logit;
+  auto one_by_one = [&](size_t end) {
+    for (; i < end; ++i) {
+      if (l[i] > threshold) return true;
+      m = l[i] > m ? l[i] : m;
+    }
+    return false;
+  };
+  if (one_by_one(std::min(n, (i + kCandidateBlock - 1) / kCandidateBlock * kCandidateBlock))) {
+    max_logit = m;
+    return i;
+  }
   for (; i + kCandidateBlock <= n; i += kCandidateBlock) {
-    Float16 mx = Float16{} - INFINITY;  // not the first vector: a NaN lane would stay NaN and hide its successors
+    Float16 mx = Float16{} - INFINITY;
     for (size_t j = 0; j < kCandidateBlock; j += 16) {
       Float16 x;
       std::memcpy(&x, l + i + j, sizeof(x));
@@ -112,52 +125,67 @@ TT_VOCAB_CLONES size_t next_candidate_block(const float* l, size_t i, size_t n, 
     std::memcpy(&a, &lo, sizeof(a));
     std::memcpy(&b, reinterpret_cast<const char*>(&lo) + sizeof(a), sizeof(b));
     a = b > a ? b : a;
-    if (std::max(std::max(a[0], a[1]), std::max(a[2], a[3])) > threshold) return i;
+    const float block_max = std::max(std::max(a[0], a[1]), std::max(a[2], a[3]));
+    if (block_max > threshold) break;
+    m = block_max > m ? block_max : m;
   }
+  one_by_one(n);
+  max_logit = m;
   return i;
 }
 
 // The k largest logits by insertion into a sorted list of ids (largest first; equal logits: the one inserted
-// first, i.e. the lower id when ids come in increasing order). NaN logits are not ranked once the list is full.
+// first, i.e. the lower id when ids come in increasing order). NaN ranks below every number: it enters a list that
+// is not full yet, and the next number pushes it out.
 class TopK {
  public:
-  // Keeps k clamped to [1, n] for n logits ranked, going on from the list in `top` (empty: a new ranking).
-  TopK(std::span<const float> logits, int k, size_t n, std::vector<int32_t>& top)
-      : logits_(logits), keep_(std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1, n)), top_(top) {
+  // Keeps k clamped to [1, logits.size()], going on from the list in `top` (empty: a new ranking; ids considered
+  // later must be above those already in it, for ties).
+  TopK(std::span<const float> logits, int k, std::vector<int32_t>& top)
+      : logits_(logits), keep_(std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1, logits.size())), top_(top) {
     top_.reserve(keep_ + 1);
     if (full()) threshold_ = logits_[top_.back()];
   }
   bool full() const { return top_.size() == keep_; }
-  float threshold() const { return threshold_; }  // the k-th largest so far; -inf until k logits are in
+  // The k-th largest so far (-inf until k logits are in): what a logit must be above to enter, unless NaN (a NaN
+  // is in the list: any number enters).
+  float threshold() const { return threshold_; }
   void consider(size_t i) {
     const float l = logits_[i];
-    if (full() && !(l > threshold_)) return;  // ties keep the earlier id
-    auto pos = std::upper_bound(top_.begin(), top_.end(), l, [&](float v, int32_t id) { return v > logits_[id]; });
+    if (full() && !above(l, threshold_)) return;  // ties keep the earlier id
+    auto pos =
+        std::upper_bound(top_.begin(), top_.end(), l, [&](float v, int32_t id) { return above(v, logits_[id]); });
     top_.insert(pos, static_cast<int32_t>(i));
     if (top_.size() > keep_) top_.pop_back();
     if (full()) threshold_ = logits_[top_.back()];
   }
 
  private:
+  static bool above(float a, float b) { return a > b || (b != b && a == a); }
   std::span<const float> logits_;
   size_t keep_;
   std::vector<int32_t>& top_;
   float threshold_ = -INFINITY;
 };
 
-// Pass 1 of a part over logits [i, end): top-k. Once the list is full, a block of logits is looked at one by one only
-// when one of them beats the current k-th (rare after the first few thousand). Ranges that split a part at multiples
-// of kCandidateBlock from its start consider the same logits as the whole part at once.
-void top_k_pass(std::span<const float> logits, size_t i, size_t end, TopK& top) {
-  while (i + kCandidateBlock <= end) {
-    if (top.full()) {
-      i = next_candidate_block(logits.data(), i, end, top.threshold());
-      if (i + kCandidateBlock > end) break;
+// Pass 1 of a part over logits [i, end): top-k and the maximum (into max_logit; NaNs skipped). Once the list is
+// full, only the logits above its k-th are looked at one by one (rare after the first few thousand, and the list a
+// part starts from is the previous part's: see landscape_part). Whatever the ranges a part is split into, the same
+// logits change the list.
+void top_k_pass(std::span<const float> logits, size_t i, size_t end, TopK& top, float& max_logit) {
+  float m = max_logit;  // in a register: through a reference, every logit would wait for the previous one's store
+  while (i < end) {
+    if (top.full() && !std::isnan(top.threshold())) {
+      float skipped_max = -INFINITY;  // not m: taking its address would keep it in memory
+      i = next_candidate(logits.data(), i, end, top.threshold(), skipped_max);
+      m = skipped_max > m ? skipped_max : m;
+      if (i == end) break;
     }
-    for (size_t j = i; j < i + kCandidateBlock; ++j) top.consider(j);
-    i += kCandidateBlock;
+    const float l = logits[i];
+    m = l > m ? l : m;
+    top.consider(i++);
   }
-  for (; i < end; ++i) top.consider(i);
+  max_logit = m;
 }
 
 // Pass 2's origin: the part's maximum. A part of -inf logits only: distances to 0 (-inf, not NaN) and no softmax
@@ -170,14 +198,15 @@ void finish_part(const LandscapeSums& sums, float max_logit, LandscapePart& out)
 
 }  // namespace
 
-void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out) {
+void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out,
+                    std::span<const int32_t> seed) {
   out.n = landscape_part_logits(logits, part).size();
   if (out.n == 0) fail("landscape part {} of a {}-logit vocabulary", part, logits.size());
   const size_t begin = part * kLandscapePartLogits, end = begin + out.n;
-  out.top.clear();
-  TopK top(logits, k, out.n, out.top);
-  top_k_pass(logits, begin, end, top);
-  const float m = logits[out.top[0]];
+  out.top.assign(seed.begin(), seed.end());
+  TopK top(logits, k, out.top);
+  float m = -INFINITY;
+  top_k_pass(logits, begin, end, top, m);
   out.ref = distance_origin(m);
   LandscapeSums sums;
   distance_sums(logits.data() + begin, out.n, out.ref, sums);
@@ -192,9 +221,14 @@ LogitLandscape merge_landscape(std::span<const float> logits, std::span<const La
   LogitLandscape out;
   // The top-k of the parts' top-k lists, in part order: the ids a single pass over the vocabulary keeps (each of
   // them is in its part's list; ties still go to the lower id, as every id of a part is below the next part's).
-  TopK top(logits, k, n, out.top);
-  for (const LandscapePart& p : parts)
-    for (int32_t id : p.top) top.consider(static_cast<size_t>(id));
+  // A list's ids of earlier parts (its seed) are left to their own part's list.
+  TopK top(logits, k, out.top);
+  size_t begin = 0;
+  for (const LandscapePart& p : parts) {
+    for (int32_t id : p.top)
+      if (static_cast<size_t>(id) >= begin) top.consider(static_cast<size_t>(id));
+    begin += p.n;
+  }
   const double m = out.max_logit = logits[out.top[0]];
 
   // Each part's sums moved to the common origin m (delta = ref - m <= 0): e_i scales by exp(delta), d_i grows by
@@ -225,6 +259,7 @@ void LandscapeInPieces::begin(std::span<const float> logits, int k) {
   k_ = k;
   parts_.resize(landscape_part_count(logits.size()));
   part_ = 0, pos_ = 0, pass_ = 1;
+  parts_[0].top.clear();
   complete_ = false;
   start_part();
 }
@@ -232,7 +267,8 @@ void LandscapeInPieces::begin(std::span<const float> logits, int k) {
 void LandscapeInPieces::start_part() {
   LandscapePart& p = parts_[part_];
   p.n = landscape_part_logits(logits_, part_).size();
-  p.top.clear();
+  if (part_ > 0) p.top = parts_[part_ - 1].top;  // as logit_landscape seeds it (same bits)
+  max_ = -INFINITY;
   sums_ = {};
   pos_ = part_ * kLandscapePartLogits;
 }
@@ -242,20 +278,20 @@ bool LandscapeInPieces::next() {
   LandscapePart& p = parts_[part_];
   const size_t part_end = part_ * kLandscapePartLogits + p.n, end = std::min(part_end, pos_ + kLandscapeBlockLogits);
   if (pass_ == 1) {
-    TopK top(logits_, k_, p.n, p.top);
-    top_k_pass(logits_, pos_, end, top);
+    TopK top(logits_, k_, p.top);
+    top_k_pass(logits_, pos_, end, top, max_);
   } else {
     distance_sums(logits_.data() + pos_, end - pos_, p.ref, sums_);
   }
   pos_ = end;
   if (pos_ < part_end) return true;
   if (pass_ == 1) {  // on to pass 2 of the part
-    p.ref = distance_origin(logits_[p.top[0]]);
+    p.ref = distance_origin(max_);
     pass_ = 2;
     pos_ = part_ * kLandscapePartLogits;
     return true;
   }
-  finish_part(sums_, logits_[p.top[0]], p);
+  finish_part(sums_, max_, p);
   if (++part_ < parts_.size()) {
     pass_ = 1;
     start_part();
@@ -268,7 +304,8 @@ bool LandscapeInPieces::next() {
 
 LogitLandscape logit_landscape(std::span<const float> logits, int k) {
   std::vector<LandscapePart> parts(landscape_part_count(logits.size()));
-  for (size_t p = 0; p < parts.size(); ++p) landscape_part(logits, p, k, parts[p]);
+  for (size_t p = 0; p < parts.size(); ++p)
+    landscape_part(logits, p, k, parts[p], p > 0 ? parts[p - 1].top : std::span<const int32_t>());
   return merge_landscape(logits, parts, k);
 }
 

@@ -29,7 +29,8 @@ struct LogitLandscape {
 
 // One part of the vocabulary: its top-k and its sums relative to its own maximum.
 struct LandscapePart {
-  std::vector<int32_t> top;           // ids in the whole vocabulary of the part's k largest logits, largest first
+  // Ids in the whole vocabulary of the k largest logits of the part and its seed (landscape_part), largest first.
+  std::vector<int32_t> top;
   float ref = 0;                      // the distances' origin: the part's maximum (0 when every logit of it is -inf)
   double z = 0, s = 0, d = 0, q = 0;  // sums over the part of e_i, e_i d_i, d_i, d_i^2 with d_i = l_i - ref,
                                       // e_i = exp(d_i)
@@ -50,8 +51,11 @@ inline std::span<const float> landscape_part_logits(std::span<const float> logit
   const size_t begin = std::min(logits.size(), part * kLandscapePartLogits);
   return logits.subspan(begin, std::min(kLandscapePartLogits, logits.size() - begin));
 }
-// Part `part` (landscape_part_logits) into out, whose vectors keep their capacity.
-void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out);
+// Part `part` (landscape_part_logits) into out, whose vectors keep their capacity. The part's top-k list starts from
+// `seed` (ids of earlier parts, e.g. the previous part's list): a seed's k-th logit skips most of the part's without
+// a look, which a list starting empty must rank until it holds k (the merge takes each part's own ids).
+void landscape_part(std::span<const float> logits, size_t part, int k, LandscapePart& out,
+                    std::span<const int32_t> seed = {});
 // The landscape from all the parts, in order (every part of logits, computed by landscape_part with the same k).
 LogitLandscape merge_landscape(std::span<const float> logits, std::span<const LandscapePart> parts, int k);
 
@@ -75,7 +79,8 @@ class LandscapeInPieces {
   int k_ = 1;
   std::vector<LandscapePart> parts_;
   size_t part_ = 0, pos_ = 0;  // the part and the next logit of its current pass
-  int pass_ = 1;               // 1: top-k, 2: the distance sums (into sums_)
+  int pass_ = 1;               // 1: top-k and the part's maximum (max_), 2: the distance sums (into sums_)
+  float max_ = -INFINITY;
   LandscapeSums sums_;
   bool complete_ = false;
   LogitLandscape result_;
