@@ -18,8 +18,8 @@ struct LogitLandscape {
   float max_logit = 0;
   double log_z = 0;    // log sum_i exp(l_i - max_logit)
   double entropy = 0;  // -sum_i p_i log p_i of the full softmax, in nats
-  // The logits' plain statistics (steps.jsonl logits_stats), from the same pass. NaN logits are not ranked; they
-  // make the sums (entropy, mean, std) NaN.
+  // The logits' plain statistics (steps.jsonl logits_stats), from the same pass. NaN logits rank below every number
+  // (in `top` only when fewer than k logits are numbers); they make the sums (entropy, mean, std) NaN.
   float min_logit = 0;
   double mean_logit = 0, std_logit = 0;
 
