@@ -92,13 +92,17 @@ TT_VOCAB_CLONES void distance_sums(const float* l, size_t n, float m, LandscapeS
 
 constexpr size_t kCandidateBlock = 64;
 
-// The first index in [i, n) whose logit is above threshold, or n; the logits passed over raise max_logit to their
-// maximum. Whole blocks of kCandidateBlock (from multiples of it) by their lane-wise maxima, then halving
+// The first index in [i, n) whose logit is above threshold (n: none), and the maximum of the logits passed over.
+// Whole blocks of kCandidateBlock (from multiples of it) by their lane-wise maxima, then halving
 // (comparisons to a mask vector compile to lane-by-lane moves); the logits before the first block, the tail and a
 // block whose maximum is above threshold one by one. NaNs are passed over: never above the threshold, and
 // consider() would not keep them either; a NaN lane maximum would hide its successors, so the maxima start at -inf.
-TT_VOCAB_CLONES size_t next_candidate(const float* l, size_t i, size_t n, float threshold, float& max_logit) {
-  float m = max_logit;
+struct Candidate {
+  size_t index;
+  float passed_max;  // -inf when none passed over
+};
+TT_VOCAB_CLONES Candidate next_candidate(const float* l, size_t i, size_t n, float threshold) {
+  float m = -INFINITY;
   auto one_by_one = [&](size_t end) {
     for (; i < end; ++i) {
       if (l[i] > threshold) return true;
@@ -106,10 +110,7 @@ TT_VOCAB_CLONES size_t next_candidate(const float* l, size_t i, size_t n, float 
     }
     return false;
   };
-  if (one_by_one(std::min(n, (i + kCandidateBlock - 1) / kCandidateBlock * kCandidateBlock))) {
-    max_logit = m;
-    return i;
-  }
+  if (one_by_one(std::min(n, (i + kCandidateBlock - 1) / kCandidateBlock * kCandidateBlock))) return {i, m};
   for (; i + kCandidateBlock <= n; i += kCandidateBlock) {
     Float16 mx = Float16{} - INFINITY;
     for (size_t j = 0; j < kCandidateBlock; j += 16) {
@@ -130,8 +131,7 @@ TT_VOCAB_CLONES size_t next_candidate(const float* l, size_t i, size_t n, float 
     m = block_max > m ? block_max : m;
   }
   one_by_one(n);
-  max_logit = m;
-  return i;
+  return {i, m};
 }
 
 // The k largest logits by insertion into a sorted list of ids (largest first; equal logits: the one inserted
@@ -176,9 +176,9 @@ void top_k_pass(std::span<const float> logits, size_t i, size_t end, TopK& top, 
   float m = max_logit;  // in a register: through a reference, every logit would wait for the previous one's store
   while (i < end) {
     if (top.full() && !std::isnan(top.threshold())) {
-      float skipped_max = -INFINITY;  // not m: taking its address would keep it in memory
-      i = next_candidate(logits.data(), i, end, top.threshold(), skipped_max);
-      m = skipped_max > m ? skipped_max : m;
+      const Candidate c = next_candidate(logits.data(), i, end, top.threshold());
+      m = c.passed_max > m ? c.passed_max : m;
+      i = c.index;
       if (i == end) break;
     }
     const float l = logits[i];
@@ -259,7 +259,6 @@ void LandscapeInPieces::begin(std::span<const float> logits, int k) {
   k_ = k;
   parts_.resize(landscape_part_count(logits.size()));
   part_ = 0, pos_ = 0, pass_ = 1;
-  parts_[0].top.clear();
   complete_ = false;
   start_part();
 }
@@ -267,7 +266,11 @@ void LandscapeInPieces::begin(std::span<const float> logits, int k) {
 void LandscapeInPieces::start_part() {
   LandscapePart& p = parts_[part_];
   p.n = landscape_part_logits(logits_, part_).size();
-  if (part_ > 0) p.top = parts_[part_ - 1].top;  // as logit_landscape seeds it (same bits)
+  // Seeded as logit_landscape seeds it (the same bits).
+  if (part_ == 0)
+    p.top.clear();
+  else
+    p.top = parts_[part_ - 1].top;
   max_ = -INFINITY;
   sums_ = {};
   pos_ = part_ * kLandscapePartLogits;
