@@ -195,6 +195,19 @@ TEST(ThreadPool, BarrierDoesIdleWorkWhileWaiting) {
   EXPECT_EQ(after.load(), 2);
 }
 
+// The threads' round trip: a positive, finite time with two threads or more (any machine takes more than a
+// nanosecond and, even with its cores shared by other tests, less than 10 ms on average); 0 with one thread.
+TEST(ThreadPool, RoundTripIsMeasuredBetweenTwoThreads) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    const double ns = pool.round_trip_ns(200);
+    EXPECT_GT(ns, 1.0) << threads << " threads";
+    EXPECT_LT(ns, 1e7) << threads << " threads";
+  }
+  ThreadPool one(1);
+  EXPECT_EQ(one.round_trip_ns(200), 0.0);
+}
+
 // Work due at a node (ExecObserver::idle_work_due) is finished on thread 0 before any thread starts that node, also
 // when every node is split (thread 1 would otherwise run ahead into it): the node's output still holds the marker
 // the observer wrote at the run's start, after a pause long enough for another thread to have overwritten it.

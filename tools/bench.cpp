@@ -46,11 +46,13 @@ Stats stats(const std::vector<double>& v) {
   return s;
 }
 
-// One measured run: tokens/s of the prompt pass (n_prompt > 0) or of n_gen decode steps, and the time spent in
-// the tracer's callbacks a token (0 untraced).
+// One measured run: tokens/s of the prompt pass (n_prompt > 0) or of n_gen decode steps, the time spent in the
+// tracer's callbacks a token (0 untraced), and the engine's threads' round trip just before (ThreadPool::
+// round_trip_ns: on a VM, which host cores the run met).
 struct Measured {
-  double tokens_per_s = 0, tracer_us_per_token = 0;
+  double tokens_per_s = 0, tracer_us_per_token = 0, round_trip_ns = 0;
 };
+constexpr int kRoundTrips = 2000;
 Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool trace, int rep) {
   Engine engine(model, {std::max(a.n_prompt, a.n_gen + 1) + 8, a.threads, GgmlType::F16});
   GenerateOptions go;
@@ -73,12 +75,48 @@ Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool 
     dir = std::make_unique<RunDirWriter>(path);  // removed again when it goes out of scope (never committed)
     tracer = std::make_unique<Tracer>(*dir, model, TraceOptions{}, a.threads, now_ns());
   }
+  const double round_trip = engine.pool().round_trip_ns(kRoundTrips);
   GenerateResult r = generate(engine, go, tracer.get(), nullptr);
   // The tracer's callbacks in the measured steps only (tg: not the one-token prompt's step, whose new graph the
   // tracer describes once).
-  if (prompt_test) return {a.n_prompt / (r.prompt_ns / 1e9), tracer ? tracer->self_ns() / 1e3 / a.n_prompt : 0.0};
+  if (prompt_test)
+    return {a.n_prompt / (r.prompt_ns / 1e9), tracer ? tracer->self_ns() / 1e3 / a.n_prompt : 0.0, round_trip};
   const double ns = std::accumulate(r.step_ns.begin(), r.step_ns.end(), 0.0), steps = r.step_ns.size();
-  return {steps / (ns / 1e9), tracer ? tracer->generate_self_ns() / 1e3 / steps : 0.0};
+  return {steps / (ns / 1e9), tracer ? tracer->generate_self_ns() / 1e3 / steps : 0.0, round_trip};
+}
+
+// The pairs grouped by where they ran: a pair whose two runs' round trips are within kSamePlace of each other ran
+// in one placement, and such pairs group with their neighbours in round trip up to a jump of kSamePlace (on this
+// kind of VM: ~30 ns two hardware threads of one core, ~50-80 ns one core complex, ~330 ns two). Per group: pairs,
+// round trips, median ratio and median added us a token; then the pairs whose runs met different placements.
+std::string overhead_by_round_trip(const std::string& test, const std::vector<double>& ratios,
+                                   const std::vector<double>& added_us,
+                                   const std::vector<std::vector<double>>& round_trips) {
+  constexpr double kSamePlace = 1.5;
+  struct Pair {
+    double trip, ratio, added;
+  };
+  std::vector<Pair> same;
+  size_t mixed = 0;
+  for (size_t r = 0; r < ratios.size(); ++r) {
+    const auto [lo, hi] = std::minmax(round_trips[0][r], round_trips[1][r]);
+    if (hi > kSamePlace * lo)
+      ++mixed;
+    else
+      same.push_back({hi, ratios[r], added_us[r]});
+  }
+  std::sort(same.begin(), same.end(), [](const Pair& a, const Pair& b) { return a.trip < b.trip; });
+  std::string out = fmt::format("{} by the threads' round trip:", test);
+  for (size_t begin = 0; begin < same.size();) {
+    size_t end = begin + 1;
+    while (end < same.size() && same[end].trip <= kSamePlace * same[end - 1].trip) ++end;
+    std::vector<double> ratio, added;
+    for (size_t i = begin; i < end; ++i) ratio.push_back(same[i].ratio), added.push_back(same[i].added);
+    out += fmt::format(" {} pairs at {:.0f}-{:.0f} ns, median ratio {:.3f}, median {:.1f} us a token;", end - begin,
+                       same[begin].trip, same[end - 1].trip, stats(ratio).median, stats(added).median);
+    begin = end;
+  }
+  return out + fmt::format(" {} pairs whose two runs met different round trips", mixed);
 }
 
 int bench(BenchArgs a) {
@@ -111,19 +149,26 @@ int bench(BenchArgs a) {
     if ((prompt_test ? a.n_prompt : a.n_gen) <= 0) continue;
     const std::string test = prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen);
     for (bool trace : modes) measure(*model, a, prompt_test, trace, -1);  // warm-up
-    std::vector<std::vector<double>> tps(modes.size());
+    std::vector<std::vector<double>> tps(modes.size()), round_trips(modes.size());
     std::vector<double> tracer_us;  // of the traced repetitions
     for (int r = 0; r < a.reps; ++r)
       for (size_t k = 0; k < modes.size(); ++k) {
         const size_t m = r % 2 ? modes.size() - 1 - k : k;
         const Measured result = measure(*model, a, prompt_test, modes[m], r);
         tps[m].push_back(result.tokens_per_s);
+        round_trips[m].push_back(result.round_trip_ns);
         if (modes[m]) tracer_us.push_back(result.tracer_us_per_token);
       }
     for (size_t m = 0; m < modes.size(); ++m) row(test, modes[m], stats(tps[m]));
     if (!prompt_test)
       fmt::print(stderr, "tg: weight reads {:.2f} GB/s ({:.1f} MiB per token)\n",
                  stats(tps[0]).mean * read_per_token / 1e9, read_per_token / 1048576.0);
+    std::vector<double> all_round_trips;
+    for (const auto& v : round_trips) all_round_trips.insert(all_round_trips.end(), v.begin(), v.end());
+    const auto [fastest, slowest] = std::minmax_element(all_round_trips.begin(), all_round_trips.end());
+    if (a.threads > 1)
+      fmt::print(stderr, "{}: threads 0 and 1's round trip before each run: median {:.0f} ns ({:.0f}-{:.0f})\n", test,
+                 stats(all_round_trips).median, *fastest, *slowest);
     if (a.trace_overhead) {
       // The ratio, and the time tracing adds to a token (a step for tg): steadier than the ratio when the machine's
       // speed drifts, since the tracer's fixed work does not scale with the step. Medians too: on a shared VM a few
@@ -141,6 +186,9 @@ int bench(BenchArgs a) {
           "token (median {:.1f}), of which {:.1f} ± {:.1f} us in the tracer's callbacks)",
           test, s.mean, s.std, s.median, a.reps, 100 * (1 - s.mean), added.mean, added.std, added.median,
           callbacks.mean, callbacks.std));
+      // The same split by where the pair ran: on a VM the two threads sometimes land on cores that pass a cache
+      // line 5x slower (another core complex), and tracing's work on data the other thread wrote costs more there.
+      if (a.threads > 1) overhead_lines.push_back(overhead_by_round_trip(test, ratios, added_us, round_trips));
     }
   }
   if (!overhead_lines.empty()) fmt::print("\ntracing overhead ({} threads)\n", a.threads);

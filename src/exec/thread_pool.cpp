@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <chrono>
+
 #include "core/error.h"
 
 namespace tt {
@@ -99,6 +101,29 @@ void ThreadPool::barrier(IdleWork idle) {
     if (idle_left) idle_left = idle.fn(idle.ctx);
     return false;
   });
+}
+
+double ThreadPool::round_trip_ns(int round_trips) {
+  if (n_threads_ == 1 || round_trips <= 0) return 0;
+  alignas(64) std::atomic<int> flag{0};  // 1: thread 1's turn, 0: thread 0's
+  std::chrono::steady_clock::duration elapsed{};
+  run([&](int ith) {
+    if (ith == 0) {
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i <= round_trips; ++i) {
+        flag.store(1, std::memory_order_release);
+        while (flag.load(std::memory_order_acquire) != 0) cpu_relax();
+        if (i == 0) start = std::chrono::steady_clock::now();  // the first one waits for thread 1 to wake up
+      }
+      elapsed = std::chrono::steady_clock::now() - start;
+    } else if (ith == 1) {
+      for (int i = 0; i <= round_trips; ++i) {
+        while (flag.load(std::memory_order_acquire) != 1) cpu_relax();
+        flag.store(0, std::memory_order_release);
+      }
+    }
+  });
+  return std::chrono::duration<double, std::nano>(elapsed).count() / round_trips;
 }
 
 }  // namespace tt

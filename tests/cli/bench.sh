@@ -34,12 +34,23 @@ for test in pp8 tg8; do
   # Two pairs: the median of the ratios is their mean.
   ratios=$(sed -En "s/^- ${test}: traced\/untraced ([0-9.]+) ± [0-9.]+ \(median ([0-9.]+)\).*/\1 \2/p" "$scratch/out")
   [ "${ratios% *}" = "${ratios#* }" ] || fail "$test: the median of two ratios is not their mean: $ratios"
+  # The pairs grouped by the threads' round trip before each run: every pair in one group or among the mixed ones.
+  line=$(grep -E "^- ${test} by the threads' round trip:( [0-9]+ pairs at [0-9]+-[0-9]+ ns, median ratio [0-9]+\.[0-9]{3}, median -?[0-9]+\.[0-9] us a token;)* [0-9]+ pairs whose two runs met different round trips$" "$scratch/out")
+  if [ -z "$line" ]; then
+    fail "no round-trip line for $test"
+  else
+    counted=$(echo "$line" | grep -Eo '[0-9]+ pairs' | awk '{n += $1} END {print n}')
+    [ "$counted" = 2 ] || fail "$test: the round-trip groups hold $counted pairs, not 2: $line"
+  fi
+  grep -Eq "^${test}: threads 0 and 1's round trip before each run: median [0-9]+ ns \([0-9]+-[0-9]+\)$" "$scratch/err" ||
+    fail "no round trip on stderr for $test: $(cat "$scratch/err")"
 done
 leftover=$(find "$scratch" -mindepth 1 -maxdepth 1 -name 'tt-bench-*' | head -1)
 [ -z "$leftover" ] || fail "run directory left behind: $leftover"
 
 # Without --trace-overhead: one mode, no ratio lines.
-"$bin" bench -m "$model" -p 0 -n 4 -t 1 -r 1 >"$scratch/plain" 2>/dev/null || fail "plain bench exited non-zero"
+"$bin" bench -m "$model" -p 0 -n 4 -t 1 -r 1 >"$scratch/plain" 2>"$scratch/plain-err" || fail "plain bench exited non-zero"
+grep -q "round trip" "$scratch/plain-err" && fail "one thread: a round trip printed"
 [ "$(grep -c '| tg4 |' "$scratch/plain")" -eq 1 ] || fail "plain bench: expected one tg4 row: $(cat "$scratch/plain")"
 grep -q 'traced/untraced' "$scratch/plain" && fail "plain bench printed an overhead line"
 
