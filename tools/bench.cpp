@@ -163,12 +163,13 @@ int bench(BenchArgs a) {
     if (!prompt_test)
       fmt::print(stderr, "tg: weight reads {:.2f} GB/s ({:.1f} MiB per token)\n",
                  stats(tps[0]).mean * read_per_token / 1e9, read_per_token / 1048576.0);
-    std::vector<double> all_round_trips;
-    for (const auto& v : round_trips) all_round_trips.insert(all_round_trips.end(), v.begin(), v.end());
-    const auto [fastest, slowest] = std::minmax_element(all_round_trips.begin(), all_round_trips.end());
-    if (a.threads > 1)
+    if (a.threads > 1) {
+      std::vector<double> all_round_trips;
+      for (const auto& v : round_trips) all_round_trips.insert(all_round_trips.end(), v.begin(), v.end());
+      const auto [fastest, slowest] = std::minmax_element(all_round_trips.begin(), all_round_trips.end());
       fmt::print(stderr, "{}: threads 0 and 1's round trip before each run: median {:.0f} ns ({:.0f}-{:.0f})\n", test,
                  stats(all_round_trips).median, *fastest, *slowest);
+    }
     if (a.trace_overhead) {
       // The ratio, and the time tracing adds to a token (a step for tg): steadier than the ratio when the machine's
       // speed drifts, since the tracer's fixed work does not scale with the step. Medians too: on a shared VM a few

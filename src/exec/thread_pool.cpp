@@ -112,13 +112,13 @@ double ThreadPool::round_trip_ns(int round_trips) {
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i <= round_trips; ++i) {
         flag.store(1, std::memory_order_release);
-        while (flag.load(std::memory_order_acquire) != 0) cpu_relax();
+        wait_until([&] { return flag.load(std::memory_order_acquire) == 0; });
         if (i == 0) start = std::chrono::steady_clock::now();  // the first one waits for thread 1 to wake up
       }
       elapsed = std::chrono::steady_clock::now() - start;
     } else if (ith == 1) {
       for (int i = 0; i <= round_trips; ++i) {
-        while (flag.load(std::memory_order_acquire) != 1) cpu_relax();
+        wait_until([&] { return flag.load(std::memory_order_acquire) == 1; });
         flag.store(0, std::memory_order_release);
       }
     }
