@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "trace/json_line.h"
 #include "trace/landscape.h"
+#include "trace/trace_file.h"
 #include "trace/tracer.h"
 
 namespace tt {
@@ -75,6 +76,48 @@ void BM_StepLine(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_StepLine);
+
+// One generation step's op times as the tracer writes them (one OP_ADVANCES_PACKED record): 252 nodes (TinyLLama-v0)
+// on 2 workers, thread 0 running every node, thread 1 a third of them, shares of 40 ns to 20 us.
+void BM_TraceWriterAdvances(benchmark::State& state) {
+  constexpr uint32_t kNodes = 252;
+  constexpr uint16_t kThreads = 2;
+  constexpr int kSteps = 64;  // different times each step, as a run has (the same ones would train the branches)
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> log_ns(5, 14);  // 32 ns to 16 us, spread over the powers of two
+  std::vector<std::vector<uint64_t>> steps(kSteps);
+  uint64_t now[kThreads] = {1'000'000, 1'000'000};
+  for (std::vector<uint64_t>& times : steps)
+    for (uint32_t i = 0; i < kNodes; ++i)
+      for (uint16_t t = 0; t < kThreads; ++t) {
+        if (t > 0 && i % 3 != 0) {
+          times.insert(times.end(), {trace::TraceWriter::kNoShareNs, trace::TraceWriter::kNoShareNs});
+          continue;
+        }
+        const uint64_t start = now[t] + (rng() % 4 == 0 ? rng() % 200 : 0);
+        now[t] = start + (uint64_t{1} << log_ns(rng)) + rng() % 64;
+        times.insert(times.end(), {start, now[t]});
+      }
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tt-bench-writer-" + std::to_string(::getpid()))).string();
+  {
+    trace::TraceWriter writer(path);
+    uint32_t step = 0;
+    for (auto _ : state) {
+      writer.op_advances({step, Phase::GENERATE, 5, 6, 0, kNodes, kThreads}, steps[step % kSteps], kNodes);
+      ++step;
+      if (writer.bytes_buffered() >= trace::TraceWriter::kFlushBytes) {
+        state.PauseTiming();
+        writer.flush();
+        state.ResumeTiming();
+      }
+    }
+    state.counters["bytes_per_step"] = static_cast<double>(writer.bytes_written()) / std::max<uint32_t>(step, 1);
+  }
+  std::filesystem::remove(path);
+  state.SetItemsProcessed(state.iterations() * kNodes);
+}
+BENCHMARK(BM_TraceWriterAdvances);
 
 // The tracer's work around one generation step of a real model (args: 0 stories260K, 1 TinyLLama-v0, 2 the main
 // model synth-llama-768 and 3 synth-qwen2-256 from ../shared), without the

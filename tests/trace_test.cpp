@@ -227,10 +227,10 @@ TEST(Trace, TruncatedTraceIsReadUpToTheLastCompleteRecord) {
   for (size_t i = 0; i < cut.ops.size(); ++i) EXPECT_EQ(cut.ops[i].name, whole.ops[i].name);
 }
 
-// Compact traces (OP_ADVANCES for ops whose record follows from the previous step's, OP_DELTA for the changes) read
-// back to the same records as full ones: two greedy runs, compact and not, agree on every field but the times. Past
-// the first steps, cache views advance by their stride, so the compact trace is a fraction of the full one. With two
-// threads, the records' forms are worked out while the threads wait at the step's barriers (the same nodes split
+// Compact traces (OP_ADVANCES_PACKED for ops whose record follows from the previous step's, OP_DELTA for the changes)
+// read back to the same records as full ones: two greedy runs, compact and not, agree on every field but the times.
+// Past the first steps, cache views advance by their stride, so the compact trace is a fraction of the full one. With
+// two threads, the records' forms are worked out while the threads wait at the step's barriers (the same nodes split
 // the same way in both runs, so thread fields agree too); with one, after each step.
 class CompactTrace : public testing::TestWithParam<int> {};
 TEST_P(CompactTrace, ReadsBackAsFullRecords) {
@@ -280,8 +280,8 @@ TEST_P(CompactTrace, ReadsBackAsFullRecords) {
 }
 INSTANTIATE_TEST_SUITE_P(Threads, CompactTrace, testing::Values(1, 2));
 
-// Handcrafted version-5 records: OP_DELTA changes a node's previous record and sets its stride, OP_ADVANCES adds the
-// stride again (a cache read growing one position a step); records that refer to nothing are errors naming it.
+// Handcrafted compact records: OP_DELTA changes a node's previous record and sets its stride, OP_ADVANCES_PACKED adds
+// the stride again (a cache read growing one position a step); records that refer to nothing are errors naming it.
 TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
   TempDir tmp;
   const std::string path = (tmp.path / "trace.bin").string();
@@ -308,9 +308,9 @@ TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
     r.step = 1;
     const std::pair<uint32_t, uint64_t> changes[] = {{kLength, 128}, {kPosEnd, 1}};
     w.op_delta(r, changes);
-    const uint32_t times[] = {0, 10};
-    w.op_advances({2, Phase::GENERATE, 2, 3, 0, 1, 1, 1000}, times, 1);
-    w.op_advances({3, Phase::GENERATE, 3, 4, 0, 1, 1, 2000}, times, 1);
+    const uint64_t times[2][2] = {{1000, 1010}, {2000, 2010}};
+    w.op_advances({2, Phase::GENERATE, 2, 3, 0, 1, 1}, times[0], 1);
+    w.op_advances({3, Phase::GENERATE, 3, 4, 0, 1, 1}, times[1], 1);
   });
   const trace::TraceContents t = trace::read_trace(path);
   ASSERT_EQ(t.ops.size(), 4u);
@@ -323,6 +323,7 @@ TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
     EXPECT_EQ(t.ops[s].inputs[0].name, "cache_k_l0 (view)");
   }
   EXPECT_EQ(t.ops[3].start_ns, 2000u);
+  EXPECT_EQ(t.ops[3].end_ns, 2010u);
   EXPECT_EQ(t.spans.size(), 2u);
 
   auto rejected = [&](const std::string& expected) {
@@ -335,10 +336,10 @@ TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
     ADD_FAILURE() << "accepted; expected: " << expected;
   };
   write([&](trace::TraceWriter& w, const uint32_t*) {
-    const uint32_t times[] = {0, 10};
-    w.op_advances({0, Phase::GENERATE, 0, 1, 5, 1, 1, 0}, times, 1);
+    const uint64_t times[] = {0, 10};
+    w.op_advances({0, Phase::GENERATE, 0, 1, 5, 1, 1}, times, 1);
   });
-  rejected("OP_ADVANCES of node 5 (step 0) before any OP record of that node");
+  rejected("OP_ADVANCES_PACKED of node 5 (step 0) before any OP record of that node");
   write([&](trace::TraceWriter& w, const uint32_t* ids) {
     w.op(r, ids);
     const std::pair<uint32_t, uint64_t> changes[] = {{99, 1}};
@@ -358,9 +359,9 @@ TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
   r.node = 0;
   write([&](trace::TraceWriter& w, const uint32_t* ids) {
     w.op(r, ids);
-    w.op_advances({1, Phase::GENERATE, 1, 2, 0, 1, 0, 0}, {}, 0);  // nodes of no workers: no bytes per node
+    w.op_advances({1, Phase::GENERATE, 1, 2, 0, 1, 0}, {}, 0);  // nodes of no workers: no bytes per node
   });
-  rejected("OP_ADVANCES record of no workers");
+  rejected("OP_ADVANCES_PACKED record of no workers");
   // Enumerations outside their range (consumers look their names up): an unknown pool and an unknown tensor type.
   for (const auto& [patch, expected] : {std::pair<int, std::string>{0, "unknown buffer pool 9"},
                                         std::pair<int, std::string>{1, "unknown tensor type 200"}}) {
@@ -370,6 +371,132 @@ TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
     write([&](trace::TraceWriter& w, const uint32_t* ids) { w.op(bad, ids); });
     rejected(expected);
   }
+}
+
+// Little-endian record bytes built by hand (records the writer does not write: older kinds, corrupt ones).
+struct RecordBytes {
+  std::vector<uint8_t> payload;
+  template <typename T>
+  RecordBytes& put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    payload.insert(payload.end(), p, p + sizeof(T));
+    return *this;
+  }
+  RecordBytes& varint(uint64_t v) {
+    for (; v >= 0x80; v >>= 7) payload.push_back(static_cast<uint8_t>(v | 0x80));
+    payload.push_back(static_cast<uint8_t>(v));
+    return *this;
+  }
+  // The header of an OP_ADVANCES(_PACKED) record: step 1 (GENERATE, positions 1-2) of `count` nodes from node 0.
+  static RecordBytes advances(uint32_t count, uint16_t n_threads, uint64_t base) {
+    RecordBytes b;
+    b.put<uint32_t>(1).put<uint8_t>(1).put<int32_t>(1).put<int32_t>(2).put<uint32_t>(0).put<uint32_t>(count);
+    b.put<uint16_t>(n_threads).put<uint64_t>(base);
+    return b;
+  }
+  // Appends the record to the file at path, whose header then says `version`.
+  void append_to(const std::string& path, trace::RecordKind kind, uint32_t version) const {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8);
+    f.write(reinterpret_cast<const char*>(&version), 4);
+    f.seekp(0, std::ios::end);
+    const auto n = static_cast<uint32_t>(payload.size());
+    const auto k = static_cast<uint8_t>(kind);
+    f.write(reinterpret_cast<const char*>(&n), 4).write(reinterpret_cast<const char*>(&k), 1);
+    f.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+    ASSERT_TRUE(f.good()) << path;
+  }
+};
+
+// OP_ADVANCES_PACKED's varint times read back exactly: shares starting where the worker's previous one ended, after
+// a gap, before it (a counter read behind on another core), lasting over 2^32 ns (which version 5's u32 times could
+// not hold), and workers without a share. Version 5's OP_ADVANCES still reads; corrupt varints are errors.
+TEST(TraceFormat, PackedTimesReadBackExactly) {
+  TempDir tmp;
+  const std::string path = (tmp.path / "trace.bin").string();
+  trace::OpRecord r;
+  r.op = OpKind::MUL_MAT;
+  r.n_threads = 2;
+  auto write = [&](std::span<const uint64_t> times) {
+    trace::TraceWriter w(path);
+    const uint32_t ids[2] = {w.intern("ffn_out-0"), w.intern("ffn_out-0")};
+    for (uint32_t node = 0; node < 2; ++node) {
+      r.node = node;
+      w.op(r, ids);
+    }
+    if (!times.empty()) w.op_advances({1, Phase::GENERATE, 1, 2, 0, 2, 2}, times, 3);
+    w.flush();
+  };
+  constexpr uint64_t kNo = trace::TraceWriter::kNoShareNs, kLong = 6'000'000'000;
+  // [node][worker] (start, end)
+  const uint64_t times[] = {5000, 5100, 5020, 5090, 5100, 5100 + kLong, kNo, kNo};
+  write(times);
+  trace::TraceContents t = trace::read_trace(path);
+  ASSERT_EQ(t.ops.size(), 4u);
+  EXPECT_EQ(t.ops[2].thread, 0u);
+  EXPECT_EQ(t.ops[2].n_threads, 2u);
+  EXPECT_EQ(t.ops[2].start_ns, 5000u);
+  EXPECT_EQ(t.ops[2].end_ns, 5100u);
+  EXPECT_EQ(t.ops[3].n_threads, 1u);
+  EXPECT_EQ(t.ops[3].end_ns, 5100 + kLong);
+  ASSERT_EQ(t.spans.size(), 3u);
+  const uint64_t spans[3][3] = {{0, 5000, 5100}, {1, 5020, 5090}, {0, 5100, 5100 + kLong}};
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(t.spans[k].thread, spans[k][0]) << "span " << k;
+    EXPECT_EQ(t.spans[k].start_ns, spans[k][1]) << "span " << k;
+    EXPECT_EQ(t.spans[k].end_ns, spans[k][2]) << "span " << k;
+  }
+  // Worker 1 starts node 1 before its node-0 share ended (negative gap), worker 0 has none of node 0.
+  const uint64_t behind[] = {kNo, kNo, 7000, 7500, 9000, 9400, 7400, 7600};
+  write(behind);
+  t = trace::read_trace(path);
+  ASSERT_EQ(t.spans.size(), 3u);
+  EXPECT_EQ(t.spans[2].thread, 1u);
+  EXPECT_EQ(t.spans[2].start_ns, 7400u);
+  EXPECT_EQ(t.spans[2].end_ns, 7600u);
+  EXPECT_EQ(t.ops[2].thread, 1u);
+  EXPECT_EQ(t.ops[3].start_ns, 7400u);
+  EXPECT_EQ(t.ops[3].end_ns, 9400u);
+
+  auto rejected = [&](const RecordBytes& b, trace::RecordKind kind, uint32_t version, const std::string& expected) {
+    write({});
+    b.append_to(path, kind, version);
+    try {
+      trace::read_trace(path);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "accepted; expected: " << expected;
+  };
+  using K = trace::RecordKind;
+  // Version 5's OP_ADVANCES: u32 times after base_ns.
+  write({});
+  RecordBytes v5 = RecordBytes::advances(2, 2, 100);
+  for (uint32_t x : {0u, 10u, 2u, 9u, 10u, 30u, trace::kNoShare, trace::kNoShare}) v5.put<uint32_t>(x);
+  v5.append_to(path, K::OP_ADVANCES, 5);
+  t = trace::read_trace(path);
+  EXPECT_EQ(t.version, 5u);
+  ASSERT_EQ(t.ops.size(), 4u);
+  EXPECT_EQ(t.ops[3].start_ns, 110u);
+  EXPECT_EQ(t.ops[3].end_ns, 130u);
+  EXPECT_EQ(t.spans.size(), 3u);
+  RecordBytes packed = RecordBytes::advances(1, 1, 0);
+  packed.varint(1).varint(5);
+  rejected(packed, K::OP_ADVANCES_PACKED, 5, "OP_ADVANCES_PACKED record in a version 5 trace");
+  RecordBytes too_long = RecordBytes::advances(1, 1, 0);
+  for (int k = 0; k < 10; ++k) too_long.put<uint8_t>(0xFF);
+  too_long.put<uint8_t>(1);
+  rejected(too_long, K::OP_ADVANCES_PACKED, 6, "varint longer than 64 bits");
+  RecordBytes cut = RecordBytes::advances(1, 1, 0);
+  cut.varint(3).put<uint8_t>(0x80);  // a duration whose last byte is missing
+  rejected(cut, K::OP_ADVANCES_PACKED, 6, "record payload shorter than its fields");
+  RecordBytes many = RecordBytes::advances(1000, 2, 0);
+  many.varint(0).varint(0);
+  rejected(many, K::OP_ADVANCES_PACKED, 6, "1000 nodes exceed the record");
+  RecordBytes overflow = RecordBytes::advances(1, 1, UINT64_MAX - 5);
+  overflow.varint(1).varint(10);
+  rejected(overflow, K::OP_ADVANCES_PACKED, 6, "node 0: worker 0's span ends past 2^64 ns");
 }
 
 // With two workers, every op's thread, worker count and times read back from a compact trace (runs of repeated

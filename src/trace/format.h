@@ -8,8 +8,9 @@
 namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
-// Written: 5. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES).
-constexpr uint32_t kVersion = 5;
+// Written: 6. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
+// OP_ADVANCES_PACKED).
+constexpr uint32_t kVersion = 6;
 constexpr uint32_t kMinVersion = 1;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
 
@@ -36,8 +37,13 @@ enum class RecordKind : uint8_t {
   // version 5: OP_REPEATS' layout; each node's previous record with its stride added to its placement fields
   // (a node's stride is 0 after an OP record): a KV-cache op advancing one position per step needs no more.
   OP_ADVANCES = 10,
+  // version 6: OP_ADVANCES with the times packed, what the tracer writes instead (a quarter of the bytes): the same
+  // header, then per node and worker an unsigned LEB128 varint g, 0 when the worker had no share; else
+  // g = zigzag(start - cursor) + 1 followed by a varint end - start. Each worker's cursor starts at base_ns and
+  // moves to the end of each of its shares.
+  OP_ADVANCES_PACKED = 11,
 };
-constexpr uint32_t kNoShare = 0xFFFFFFFF;
+constexpr uint32_t kNoShare = 0xFFFFFFFF;  // OP_REPEATS, OP_ADVANCES: a worker without a share of the node
 // Nodes a graph may have: the reader keeps each node's latest record by index, so an index past this is corruption,
 // not an allocation (the largest llama-family graphs have a few thousand nodes; the tracer refuses bigger ones).
 constexpr uint32_t kMaxNodes = 1u << 16;

@@ -36,6 +36,17 @@ class Reader {
     pos_ += sizeof(T);
     return v;
   }
+  uint64_t get_varint() {
+    uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+      const uint8_t b = get<uint8_t>();
+      // The tenth byte holds bit 63 only.
+      if (shift == 63 && b > 1) fail("varint longer than 64 bits");
+      v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if (!(b & 0x80)) return v;
+    }
+  }
+  size_t remaining() const { return n_ - pos_; }
   std::string bytes(size_t len) {
     if (pos_ + len > n_) fail("string past the end of its record");
     std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
@@ -75,6 +86,29 @@ RangeRecord get_range(Reader& r) {
   x.pos_begin = r.get<int32_t>();
   x.pos_end = r.get<int32_t>();
   return x;
+}
+
+// OP_ADVANCES_PACKED's times: `count` nodes of n_threads (start, end) pairs from `times`, cursors[w] worker w's
+// previous end, written at out; past the last byte written, or nullptr for a span ending before it starts.
+uint8_t* put_shares(const uint64_t* __restrict times, uint32_t count, uint16_t n_threads, uint64_t* __restrict cursors,
+                    uint8_t* __restrict out) {
+  bool backwards = false;
+  for (uint32_t node = 0; node < count; ++node)
+    for (uint16_t w = 0; w < n_threads; ++w, times += 2) {
+      const uint64_t start = times[0], end = times[1];
+      if (start == TraceWriter::kNoShareNs) {
+        *out++ = 0;
+        continue;
+      }
+      // zigzag(start - cursor) + 1: a start behind the cursor (a counter read on another core) is a small number too.
+      const auto gap = static_cast<int64_t>(start - cursors[w]);
+      const uint64_t zigzag = (static_cast<uint64_t>(gap) << 1) ^ static_cast<uint64_t>(gap >> 63);
+      backwards |= end < start;
+      out = put_varint(out, zigzag + 1);  // 2^64 - 1 wraps to 0: a gap of -2^63 ns, which nothing measures
+      out = put_varint(out, end - start);
+      cursors[w] = end;
+    }
+  return backwards ? nullptr : out;
 }
 
 }  // namespace
@@ -251,10 +285,13 @@ void TraceWriter::op_delta(const OpRecord& r, std::span<const std::pair<uint32_t
   ++op_count_;
 }
 
-void TraceWriter::op_advances(const AdvanceRun& run, std::span<const uint32_t> times, uint64_t n_spans) {
+void TraceWriter::op_advances(const AdvanceRun& run, std::span<const uint64_t> times, uint64_t n_spans) {
   TT_CHECK(times.size() == static_cast<size_t>(run.count) * run.n_threads * 2, "OP_ADVANCES of {} nodes with {} times",
            run.count, times.size());
-  begin_record(RecordKind::OP_ADVANCES);
+  uint64_t base = kNoShareNs;
+  for (size_t k = 0; k < times.size(); k += 2) base = std::min(base, times[k]);
+  if (base == kNoShareNs) base = 0;
+  begin_record(RecordKind::OP_ADVANCES_PACKED);
   put<uint32_t>(buffer_, run.step);
   put<uint8_t>(buffer_, static_cast<uint8_t>(run.phase));
   put<int32_t>(buffer_, run.pos_begin);
@@ -262,8 +299,14 @@ void TraceWriter::op_advances(const AdvanceRun& run, std::span<const uint32_t> t
   put<uint32_t>(buffer_, run.first_node);
   put<uint32_t>(buffer_, run.count);
   put<uint16_t>(buffer_, run.n_threads);
-  put<uint64_t>(buffer_, run.base_ns);
-  buffer_.put_bytes(times.data(), times.size_bytes());
+  put<uint64_t>(buffer_, base);
+  // Each worker's cursor: its previous share's end. A share mostly starts where the worker's previous one ended
+  // (g = 1, one byte) and lasts under 16 us (two bytes).
+  cursors_.assign(run.n_threads, base);
+  uint8_t* end = buffer_.tail(times.size() * kMaxVarintBytes);
+  end = put_shares(times.data(), run.count, run.n_threads, cursors_.data(), end);
+  TT_CHECK(end != nullptr, "OP_ADVANCES of step {}: a span ends before it starts", run.step);
+  buffer_.append(end);
   end_record();
   op_count_ += run.count;
   span_count_ += n_spans;
@@ -289,7 +332,8 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
   // OP_ADVANCES adds it; empty: 0).
   std::vector<OpRecord> last_op;
   std::vector<std::vector<uint64_t>> stride;
-  std::vector<uint64_t> fields;  // scratch
+  std::vector<uint64_t> fields;   // scratch
+  std::vector<uint64_t> cursors;  // OP_ADVANCES_PACKED: each worker's previous share's end
   auto remember = [&](const OpRecord& o) {
     if (o.node >= kMaxNodes) fail("node index {} beyond any graph ({} nodes at most)", o.node, kMaxNodes);
     if (o.node >= last_op.size()) last_op.resize(o.node + 1), stride.resize(o.node + 1);
@@ -452,19 +496,40 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           break;
         }
         case RecordKind::OP_REPEATS:
-        case RecordKind::OP_ADVANCES: {
-          const bool advances = kind == RecordKind::OP_ADVANCES;
-          const char* kind_name = advances ? "OP_ADVANCES" : "OP_REPEATS";
-          if (out.version < (advances ? 5u : 4u)) fail("{} record in a version {} trace", kind_name, out.version);
+        case RecordKind::OP_ADVANCES:
+        case RecordKind::OP_ADVANCES_PACKED: {
+          const bool advances = kind != RecordKind::OP_REPEATS, packed = kind == RecordKind::OP_ADVANCES_PACKED;
+          const char* kind_name = packed ? "OP_ADVANCES_PACKED" : advances ? "OP_ADVANCES" : "OP_REPEATS";
+          const uint32_t since = packed ? 6 : advances ? 5 : 4;
+          if (out.version < since) fail("{} record in a version {} trace", kind_name, out.version);
           const uint32_t step = r.get<uint32_t>();
           const Phase phase = get_phase(r);
           const int32_t pos_begin = r.get<int32_t>(), pos_end = r.get<int32_t>();
           const uint32_t first = r.get<uint32_t>(), count = r.get<uint32_t>();
           const uint16_t n_threads = r.get<uint16_t>();
           const uint64_t base = r.get<uint64_t>();
-          // Every node costs 8 bytes a worker: a record cannot stand for more nodes than its bytes hold.
+          // Every node costs 8 bytes a worker (packed: at least one): a record cannot stand for more nodes than its
+          // bytes hold.
           if (n_threads == 0) fail("{} record of no workers", kind_name);
-          if (static_cast<uint64_t>(count) * n_threads * 8 > len) fail("{} nodes exceed the record", count);
+          if (static_cast<uint64_t>(count) * n_threads * (packed ? 1 : 8) > r.remaining())
+            fail("{} nodes exceed the record", count);
+          cursors.assign(n_threads, base);
+          // Worker t's share of the node: false when it has none.
+          auto share = [&](uint32_t node, uint16_t t, uint64_t& start, uint64_t& end) {
+            if (!packed) {
+              const uint32_t s = r.get<uint32_t>(), e = r.get<uint32_t>();
+              start = base + s, end = base + e;
+              return !(s == kNoShare && e == kNoShare);
+            }
+            const uint64_t g = r.get_varint();
+            if (g == 0) return false;
+            const uint64_t zigzag = g - 1;
+            start = cursors[t] + ((zigzag >> 1) ^ (0 - (zigzag & 1)));
+            end = start + r.get_varint();
+            if (end < start) fail("node {}: worker {}'s span ends past 2^64 ns", node, t);
+            cursors[t] = end;
+            return true;
+          };
           for (uint32_t node = first; node - first < count; ++node) {
             OpRecord o = previous(node, step, kind_name);
             if (advances && !stride[node].empty()) {
@@ -479,14 +544,14 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             uint64_t start = UINT64_MAX, end = 0;
             int first_thread = -1;
             for (uint16_t t = 0; t < n_threads; ++t) {
-              const uint32_t s = r.get<uint32_t>(), e = r.get<uint32_t>();
-              if (s == kNoShare && e == kNoShare) continue;
+              uint64_t s, e;
+              if (!share(node, t, s, e)) continue;
               if (first_thread < 0) first_thread = t;
-              start = std::min(start, base + s);
-              end = std::max(end, base + e);
+              start = std::min(start, s);
+              end = std::max(end, e);
               if (op_is_view(o.op)) continue;
               ++o.n_threads;
-              out.spans.push_back({step, node, t, base + s, base + e});
+              out.spans.push_back({step, node, t, s, e});
             }
             o.thread = static_cast<uint16_t>(std::max(first_thread, 0));
             o.start_ns = start == UINT64_MAX ? 0 : start;

@@ -1,7 +1,9 @@
 // Writing and reading trace.bin (docs/trace-format.md).
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -12,6 +14,16 @@
 #include "trace/records.h"
 
 namespace tt::trace {
+
+// Unsigned LEB128 (7 bits a byte, low first, the high bit set on every byte but the last) of v at p, which has room
+// for kMaxVarintBytes: past the last byte written. A plain loop: a branch-free form for values below 2^28 took twice
+// as long on a step's times (tt_bench BM_TraceWriterAdvances).
+constexpr size_t kMaxVarintBytes = 10;
+inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) *p++ = static_cast<uint8_t>(v | 0x80);
+  *p++ = static_cast<uint8_t>(v);
+  return p;
+}
 
 // Append-only bytes of the records not yet written: a field is one predictable capacity check and a memcpy
 // (std::vector::resize per field zero-fills and costs several times that, on every field of every op).
@@ -30,6 +42,12 @@ class RecordBuffer {
     std::memcpy(bytes_.data() + used_, p, n);
     used_ += n;
   }
+  // Room for n more bytes: where they go. append(end) then keeps those up to end (at most n).
+  uint8_t* tail(size_t n) {
+    if (bytes_.size() - used_ < n) grow(n);
+    return bytes_.data() + used_;
+  }
+  void append(const uint8_t* end) { used_ = static_cast<size_t>(end - bytes_.data()); }
   uint8_t* data() { return bytes_.data(); }
   size_t size() const { return used_; }
   bool empty() const { return used_ == 0; }
@@ -57,19 +75,19 @@ class TraceWriter {
   // step, node, phase, positions, thread, n_threads, times) and the placement fields listed in `changes`: (field
   // index in for_each_placement_field's order, delta to add mod 2^64). The deltas are the node's new stride.
   void op_delta(const OpRecord& r, std::span<const std::pair<uint32_t, uint64_t>> changes);
-  // Version 5: nodes [first_node, first_node + count) of a step, each its previous record advanced by its stride
-  // (0 after an OP record), with their workers' spans: `times` holds count * n_threads (start, end) pairs in ns
-  // after base_ns (kNoShare, kNoShare: no share); n_spans is how many of them stand for SPAN records (shares of
-  // non-view nodes).
+  // Nodes [first_node, first_node + count) of a step, each its previous record advanced by its stride (0 after an
+  // OP record), with their workers' spans, as one OP_ADVANCES_PACKED record: `times` holds count * n_threads
+  // (start, end) pairs in ns since the run started ({kNoShareNs, kNoShareNs}: no share); n_spans is how many of them
+  // stand for SPAN records (shares of non-view nodes).
   struct AdvanceRun {
     uint32_t step = 0;
     Phase phase = Phase::PROMPT;
     int32_t pos_begin = 0, pos_end = 0;
     uint32_t first_node = 0, count = 0;
     uint16_t n_threads = 0;
-    uint64_t base_ns = 0;
   };
-  void op_advances(const AdvanceRun& run, std::span<const uint32_t> times, uint64_t n_spans);
+  static constexpr uint64_t kNoShareNs = UINT64_MAX;
+  void op_advances(const AdvanceRun& run, std::span<const uint64_t> times, uint64_t n_spans);
   // Id of a string in the trace's string table; its STRING record is emitted before any record that uses it.
   uint32_t intern(const std::string& s);
   const std::string& string_of(uint32_t id) const { return *names_[id]; }
@@ -95,6 +113,7 @@ class TraceWriter {
   RecordBuffer buffer_;
   size_t record_start_ = 0;
   bool in_record_ = false;
+  std::vector<uint64_t> cursors_;  // op_advances' scratch: each worker's previous share's end
   std::unordered_map<std::string, uint32_t> strings_;
   std::vector<const std::string*> names_;  // id -> key in strings_ (node-based map: keys never move)
   uint64_t bytes_written_ = 0, op_count_ = 0, span_count_ = 0;

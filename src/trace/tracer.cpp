@@ -385,7 +385,7 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
            known.id);
   step_graph_.push_back(known.id);
   names_ = &known.names;
-  // Version 5 records (write_records_piece): on a step of the same graph as the previous one, without value
+  // Compact records (write_records_piece): on a step of the same graph as the previous one, without value
   // statistics, each node's record is chosen by comparing its placement with its previous record's; the threads
   // make the choices while they wait at the step's barriers (idle_unit), on_step_end makes the rest.
   rec.compact = options_.compact && stats_.empty() && names_ == previous_names_;
@@ -424,7 +424,9 @@ void Tracer::spans_to_ns(StepRecords& r) {
         const uint64_t d = std::clamp(t, r.ticks_before, r.ticks_after) - r.ticks_before;
         return r.ns_before + static_cast<uint64_t>((d * scale) >> 32);
       };
-      s = {to_ns(s.start), to_ns(s.end)};
+      // A share ends after it starts: its two reads are on one thread (a migration between cores whose counters
+      // differ could read them in the other order).
+      s = {to_ns(s.start), to_ns(std::max(s.start, s.end))};
     }
 }
 
@@ -649,15 +651,14 @@ int Tracer::idle_work_due(const Graph& g) {
 }
 
 bool Tracer::write_records_piece(StepRecords& r) {
-  // Version 5 records: on a step of the same graph as the previous step (and without value statistics), a node's
-  // record is its previous one with new times and positions, advanced by its stride (OP_ADVANCES; runs of
-  // consecutive nodes in one record) or with listed changes that become its stride (OP_DELTA): cache views grow one
-  // position a step, so after one OP_DELTA they advance; token rows (GET_ROWS) change arbitrarily. Otherwise a full
-  // OP record. The choice compares the node's placement with the previous record's plus stride exactly, so the
-  // reader restores every record whole.
-  // Pieces of a fraction of a microsecond each (a step's records may be written in the next step's waits): the
-  // step's begin and its spans in nanoseconds; kNodesAPiece nodes (a run of OP_ADVANCES ends with its piece); the
-  // step's end.
+  // Compact records (versions 5 and 6): on a step of the same graph as the previous step (and without value
+  // statistics), a node's record is its previous one with new times and positions, advanced by its stride
+  // (OP_ADVANCES_PACKED; runs of consecutive nodes in one record) or with listed changes that become its stride
+  // (OP_DELTA): cache views grow one position a step, so after one OP_DELTA they advance; token rows (GET_ROWS) change
+  // arbitrarily. Otherwise a full OP record. The choice compares the node's placement with the previous record's plus
+  // stride exactly, so the reader restores every record whole. Pieces of a fraction of a microsecond each (a step's
+  // records may be written in the next step's waits): the step's begin and its spans in nanoseconds; kNodesAPiece nodes
+  // (a run of OP_ADVANCES_PACKED ends with its piece); the step's end.
   constexpr size_t kNodesAPiece = 32;
   const size_t n = r.choices.size();
   if (!r.begun) {
@@ -670,14 +671,10 @@ bool Tracer::write_records_piece(StepRecords& r) {
   }
   if (r.written < n) {
     const size_t end = std::min(n, r.written + kNodesAPiece);
-    size_t run_begin = end;  // first node of the pending OP_ADVANCES run (end: none)
+    size_t run_begin = end;  // first node of the pending OP_ADVANCES_PACKED run (end: none)
     auto end_run = [&](size_t stop) {
       if (run_begin == end) return;
-      if (!write_advance_run(r, run_begin, stop)) {
-        // Only a step over 4 s has spans OP_ADVANCES cannot hold, and such a step's records are not deferred.
-        TT_CHECK(!r.deferred, "step {}: deferred records of a step too long for OP_ADVANCES", r.marker.step);
-        for (size_t k = run_begin; k < stop; ++k) write_op(r, k, RecordChoice::FULL);
-      }
+      write_advance_run(r, run_begin, stop);
       run_begin = end;
     };
     for (size_t i = r.written; i < end; ++i) {
@@ -770,37 +767,28 @@ void Tracer::write_io(const StepRecords& step, size_t i) {
   writer_.io(io);
 }
 
-bool Tracer::write_advance_run(const StepRecords& step, size_t first, size_t end) {
-  // Times as u32 ns after the run's earliest start: a run lasting over 4.2 s goes out node by node instead. Written
-  // through a pointer into a buffer kept at its size (a run of every node of a step, every step).
-  auto has_share = [](const Span& s) { return (s.start | s.end) != 0; };
-  uint64_t base = UINT64_MAX;
-  for (int t = 0; t < n_threads_; ++t)
-    for (size_t i = first; i < end; ++i)
-      base = std::min(base, has_share(step.spans[t][i]) ? step.spans[t][i].start : UINT64_MAX);
-  if (base == UINT64_MAX) base = t0_;
-  std::vector<uint32_t>& times = run_times_;
+void Tracer::write_advance_run(const StepRecords& step, size_t first, size_t end) {
+  // Written through a pointer into a buffer kept at its size (a run of every node of a step, every step).
+  std::vector<uint64_t>& times = run_times_;
   times.resize((end - first) * static_cast<size_t>(n_threads_) * 2);
-  uint32_t* out = times.data();
+  uint64_t* out = times.data();
   uint64_t n_spans = 0;
   for (size_t i = first; i < end; ++i) {
     const bool view = step.names->view[i];
     for (int t = 0; t < n_threads_; ++t) {
       const Span& s = step.spans[t][i];
-      if (!has_share(s)) {
-        *out++ = trace::kNoShare, *out++ = trace::kNoShare;
+      if ((s.start | s.end) == 0) {  // no share
+        *out++ = trace::TraceWriter::kNoShareNs, *out++ = trace::TraceWriter::kNoShareNs;
         continue;
       }
-      if (s.end - base >= trace::kNoShare) return false;
-      *out++ = static_cast<uint32_t>(s.start - base), *out++ = static_cast<uint32_t>(s.end - base);
+      *out++ = s.start - t0_, *out++ = s.end - t0_;
       n_spans += !view;
     }
   }
   const trace::StepMarker& m = step.marker;
   writer_.op_advances({m.step, m.phase, m.pos_begin, m.pos_end, static_cast<uint32_t>(first),
-                       static_cast<uint32_t>(end - first), static_cast<uint16_t>(n_threads_), base - t0_},
+                       static_cast<uint32_t>(end - first), static_cast<uint16_t>(n_threads_)},
                       times, n_spans);
-  return true;
 }
 
 namespace {
@@ -841,8 +829,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
                  scratch_bytes_,
                  static_bytes_};
   // The records wait for the next step's barriers when each follows from its node's previous record (a whole
-  // record reads the graph, which the next step patches) and OP_ADVANCES can hold the step's times; else they go now.
-  rec.deferred = rec.compact && rec.full == 0 && !options_.io && rec.ns_after - rec.ns_before < kDeferredStepNs;
+  // record reads the graph, which the next step patches); else they go now.
+  rec.deferred = rec.compact && rec.full == 0 && !options_.io;
   if (!rec.deferred)
     while (write_records_piece(rec)) {
     }

@@ -36,8 +36,8 @@ struct TraceOptions {
   bool check_finite = false;  // --check-finite: stop at the first NaN/Inf
   int logit_top_k = 10;       // tokens in each step's logit landscape
   bool io = false;            // --io-trace: page-cache residency before each op, faults and storage reads during it
-  bool compact = true;        // OP_ADVANCES / OP_DELTA records for ops whose record follows from the previous step's
-                              // (the reader restores them whole); false: a full OP record per op
+  bool compact = true;  // OP_ADVANCES_PACKED / OP_DELTA records for ops whose record follows from the previous step's
+                        // (the reader restores them whole); false: a full OP record per op
   nlohmann::json to_json() const;
 };
 
@@ -138,7 +138,7 @@ class Tracer : public GenerateObserver {
     std::vector<std::vector<Span>> spans;
     // tick_count() and now_ns() read together before the graph runs and again after: ticks in between map linearly.
     uint64_t ticks_before = 0, ns_before = 0, ticks_after = 0, ns_after = 0;
-    // Version 5 records (compact: the step runs the previous step's graph, without value statistics): node i's
+    // Compact records (the step runs the previous step's graph, without value statistics): node i's
     // choice for i < chosen, in node order; its DELTA changes end at changes[changes_end[i]].
     bool compact = false;
     size_t chosen = 0, full = 0;  // full: FULL choices among them
@@ -153,8 +153,6 @@ class Tracer : public GenerateObserver {
     bool deferred = false, begun = false;  // begun: STEP_BEGIN written
     size_t written = 0;                    // nodes whose records are written (write_records_piece)
   };
-  // A step this long has spans OP_ADVANCES' 32-bit nanoseconds cannot hold: its records are written at its end.
-  static constexpr uint64_t kDeferredStepNs = 4'000'000'000;
   StepRecords records_[2];
   int running_ = 0;  // records_[running_]: the running step's
   // Updates fields_[i] for ADVANCE and DELTA, and appends a DELTA's changes (field, difference) to r.changes.
@@ -175,9 +173,9 @@ class Tracer : public GenerateObserver {
   // Node i's SPAN records, then its OP_DELTA (the changes choose_record stored) or OP record.
   void write_op(const StepRecords& r, size_t i, RecordChoice choice);
   void write_io(const StepRecords& r, size_t i);  // node i's IO record (--io-trace)
-  // Nodes [first, end) as one OP_ADVANCES record; false (nothing written) when it cannot hold their times.
-  bool write_advance_run(const StepRecords& r, size_t first, size_t end);
-  std::vector<uint32_t> run_times_;  // write_advance_run's scratch, reused
+  // Nodes [first, end) as one OP_ADVANCES_PACKED record.
+  void write_advance_run(const StepRecords& r, size_t first, size_t end);
+  std::vector<uint64_t> run_times_;  // write_advance_run's scratch, reused
   GraphNames intern_graph(const Graph& g, const AllocPlan& plan);
   struct KnownGraph {
     int id = 0;  // graphs/graph-<id>.json
