@@ -226,6 +226,59 @@ TEST(LogitLandscape, UniformAndCertainDistributions) {
 }  // namespace
 // The per-step readout statistics (steps.jsonl hidden_stats / logits_stats) against a plain double loop, for
 // lengths that exercise the vector body and the scalar tail.
+// Pass 2's two loops (AVX-512 where the CPU has it, the portable vector loop everywhere) against double precision:
+// each term exp(d) to 2e-7 relative where terms matter (d >= -20, the rest are below 2e-9 of the largest), 4e-7 down
+// to the clamp at -87 (ln2's rounding times n), one logit at a time (the masked tail and the scalar tail); on
+// vectors of every tail length with -inf and NaN in them the two loops' sums agree to float roundings, with the
+// same minimum and the same NaNs.
+TEST(LogitLandscape, DistanceSumsOfBothLoopsMatchDoublePrecision) {
+  for (SumsPath path : {SumsPath::kWidest, SumsPath::kPortable}) {
+    const char* name = path == SumsPath::kWidest ? "widest" : "portable";
+    double worst[2] = {0, 0}, worst_d[2] = {0, 0};  // [d >= -20, d < -20]
+    for (double d = -87.0; d <= 0.0; d += 0.0137) {
+      const float logit = static_cast<float>(d);
+      LandscapeSums sums;
+      distance_sums(std::span<const float>(&logit, 1), 0.0f, sums, path);
+      const double want = std::exp(static_cast<double>(logit)), error = std::abs(sums.z - want) / want;
+      const int far = d < -20;
+      if (error > worst[far]) worst[far] = error, worst_d[far] = d;
+      EXPECT_NEAR(sums.s, want * logit, 4e-7 * want * std::abs(logit)) << name << " d " << d;
+    }
+    EXPECT_LT(worst[0], 2e-7) << name << " at " << worst_d[0];
+    EXPECT_LT(worst[1], 4e-7) << name << " at " << worst_d[1];
+    LandscapeSums zero;
+    const float at_max = 3.5f;
+    distance_sums(std::span<const float>(&at_max, 1), 3.5f, zero, path);
+    EXPECT_EQ(zero.z, 1.0) << name << ": exp(0) is exactly 1";
+  }
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 6.0f);
+  for (size_t n : {1, 15, 16, 17, 31, 32, 33, 1000, 1024, 1025, 2047}) {
+    std::vector<float> logits(n);
+    for (float& l : logits) l = dist(rng);
+    if (n > 20) logits[n / 2] = -INFINITY, logits[n / 3] = -200.0f;
+    const float m = *std::max_element(logits.begin(), logits.end());
+    LandscapeSums a, b;
+    distance_sums(logits, m, a, SumsPath::kWidest);
+    distance_sums(logits, m, b, SumsPath::kPortable);
+    EXPECT_NEAR(a.z, b.z, 1e-6 * b.z) << n;
+    EXPECT_NEAR(a.s, b.s, 1e-6 * std::abs(b.s) + 1e-30) << n;
+    if (n <= 20) {  // no -inf: the plain sums are finite
+      EXPECT_NEAR(a.d, b.d, 1e-6 * std::abs(b.d)) << n;
+      EXPECT_NEAR(a.q, b.q, 1e-6 * b.q) << n;
+    } else {
+      EXPECT_TRUE(std::isinf(a.d) && std::isinf(b.d)) << n;
+    }
+    EXPECT_EQ(a.min, b.min) << n;
+    logits[n - 1] = NAN;
+    LandscapeSums x, y;
+    distance_sums(logits, m, x, SumsPath::kWidest);
+    distance_sums(logits, m, y, SumsPath::kPortable);
+    EXPECT_TRUE(std::isnan(x.z) && std::isnan(y.z) && std::isnan(x.s) && std::isnan(y.s)) << n;
+    EXPECT_EQ(x.min, y.min) << n << ": NaN is not a minimum";
+  }
+}
+
 TEST(ReadoutStats, MatchesDirectComputation) {
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.5f, 3.0f);

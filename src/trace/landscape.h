@@ -43,6 +43,11 @@ struct LandscapeSums {
   double z = 0, s = 0, d = 0, q = 0;
   float min = INFINITY;  // of the logits themselves (ref + min d_i would round)
 };
+// Pass 2 of a part (or of whole blocks of it, in order) from the part's maximum `origin`, added to out. kWidest: the
+// AVX-512 loop where the CPU has it, else kPortable, the vector-extension loop (AVX2 with FMA or the baseline); their
+// sums agree to a few float roundings (tests compare them).
+enum class SumsPath { kWidest, kPortable };
+void distance_sums(std::span<const float> logits, float origin, LandscapeSums& out, SumsPath path = SumsPath::kWidest);
 inline size_t landscape_part_count(size_t n_logits) {
   return (n_logits + kLandscapePartLogits - 1) / kLandscapePartLogits;
 }
