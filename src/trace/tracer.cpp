@@ -3,6 +3,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -104,6 +108,17 @@ Hex64 hex64(uint64_t v) {
   Hex64 h;
   for (int i = 15; i >= 0; --i, v >>= 4) h.digits[i] = "0123456789abcdef"[v & 15];
   return h;
+}
+
+// Flushes the cache lines of [p, p + n) from every cache (a hint: the bytes stay as they are).
+void evict_lines(const void* p, size_t n) {
+#if defined(__x86_64__)
+  constexpr uintptr_t kLine = 64;
+  const auto begin = reinterpret_cast<uintptr_t>(p) & ~(kLine - 1), end = reinterpret_cast<uintptr_t>(p) + n;
+  for (uintptr_t a = begin; a < end; a += kLine) _mm_clflush(reinterpret_cast<const void*>(a));
+#else
+  (void)p, (void)n;
+#endif
 }
 
 }  // namespace
@@ -894,6 +909,12 @@ bool Tracer::previous_step_piece() {
     bool more = true;
     for (int b = 0; b < kLandscapeBlocksAPiece && more; ++b) more = l.landscape.next();
     if (!more) {
+      // The line's logits, kept: the hash lets go of the logits' cache lines (below).
+      const LogitLandscape& land = l.landscape.result();
+      l.top_logits.clear();
+      for (int32_t id : land.top) l.top_logits.push_back(l.logits[static_cast<size_t>(id)]);
+      const int32_t chosen = l.sampled.token;
+      l.chosen_logit = chosen >= 0 && static_cast<size_t>(chosen) < l.logits.size() ? l.logits[chosen] : 0.0f;
       l.stage = PendingStep::HASH;
       l.hashed = 0;
       logits_hash_.reset();
@@ -905,6 +926,11 @@ bool Tracer::previous_step_piece() {
     const std::span<const std::byte> bytes = std::as_bytes(l.logits);
     const size_t n = std::min(kHashPiece, bytes.size() - l.hashed);
     logits_hash_.update(bytes.data() + l.hashed, n);
+    // The last read of the engine's logits: their cache lines go from every cache (~2 ns a line). Read by this
+    // thread, they would stay shared with the core that wrote them, and the next step's output projection would
+    // have to take each one back before writing it. TinyLLama-v0, traced/untraced: 0.96 -> 0.98-0.99 with the
+    // threads on one core complex, 0.82 -> 1.03 on two; synth-qwen2-256 on two 0.91 -> 0.94 (docs/performance.md).
+    if (l.logits_in_place) evict_lines(bytes.data() + l.hashed, n);
     l.hashed += n;
     if (l.hashed == bytes.size()) {
       const LogitLandscape& land = l.landscape.result();
@@ -916,7 +942,6 @@ bool Tracer::previous_step_piece() {
     return true;
   }
   const LogitLandscape& land = l.landscape.result();
-  auto logit_of = [&](int32_t id) { return l.logits[static_cast<size_t>(id)]; };
   const Tokenizer& tok = *model_.tokenizer;
   auto text_of = [&](int32_t id) {
     return id >= 0 && id < tok.n_vocab() ? tok.piece_view(id, true) : std::string_view();
@@ -939,7 +964,7 @@ bool Tracer::previous_step_piece() {
       j.field("token", chosen)
           .field("token_text", text_of(chosen))
           .field("probability", l.sampled.probability)
-          .field("softmax_probability", land.prob(logit_of(chosen)));
+          .field("softmax_probability", land.prob(l.chosen_logit));
     } else {
       j.key("token").null().key("token_text").null().key("probability").null().key("softmax_probability").null();
     }
@@ -949,7 +974,7 @@ bool Tracer::previous_step_piece() {
   }
   if (piece <= l.k) {
     const int32_t id = land.top[piece - 1];
-    const float logit = logit_of(id);
+    const float logit = l.top_logits[piece - 1];
     j.begin_object()
         .field("id", id)
         .field("text", text_of(id))
@@ -959,7 +984,7 @@ bool Tracer::previous_step_piece() {
     return true;
   }
   j.end_array();
-  j.field("top1_top2_gap", land.top.size() > 1 ? logit_of(land.top[0]) - logit_of(land.top[1]) : 0.0f)
+  j.field("top1_top2_gap", land.top.size() > 1 ? l.top_logits[0] - l.top_logits[1] : 0.0f)
       .field("entropy", land.entropy);
   j.key("hidden_stats");
   l.hidden_stats.write(j);

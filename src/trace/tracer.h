@@ -201,6 +201,8 @@ class Tracer : public GenerateObserver {
     bool logits_in_place = false;
     StepRecords* records = nullptr;  // not yet written (RECORDS)
     LandscapeInPieces landscape;
+    std::vector<float> top_logits;  // the landscape's top ids' logits and the chosen token's, for the line
+    float chosen_logit = 0;
     ReadoutStats hidden_stats, logits_stats;
     uint64_t start_ns = 0, end_ns = 0, n_ops = 0;  // trace times
     int graph = 0;
