@@ -374,7 +374,7 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
   StepRecords& rec = records_[running_];
   if (!same_structure) {
-    due_node_ = {};
+    due_node_ = logits_writer_ = {};
     if (n > trace::kMaxNodes) fail("a graph of {} nodes: trace.bin holds at most {}", n, trace::kMaxNodes);
     // A new graph comes after on_graph_rebuild (or first): nothing of the previous step's is left to write.
     TT_CHECK(!pending_.load(std::memory_order_relaxed), "a new graph at step {} before the previous step's records",
@@ -642,27 +642,52 @@ IdleWork Tracer::idle_work() {
   return {&Tracer::idle_unit, this};
 }
 
+namespace {
+
+// The first node of g writing any byte of v, or a node whose output g cannot place (-1: none).
+int first_writer(const Graph& g, std::span<const float> v) {
+  const auto* begin = reinterpret_cast<const uint8_t*>(v.data());
+  const auto* end = begin + v.size_bytes();
+  const std::vector<Node>& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (op_is_view(n.op) || n.write.pool != Pool::ACTIVATION || n.write.length == 0) continue;
+    const uint8_t* data = g.buffer(n.write.buffer_id).data;
+    if (data == nullptr || (data + n.write.offset < end && begin < data + n.write.offset + n.write.length))
+      return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
 int Tracer::idle_work_due(const Graph& g) {
   // The previous step's logits, read in place, until the first node writing any of their bytes (the output
   // projection: the engine gives the logits bytes of their own, see plan_activations).
   if (!pending_.load(std::memory_order_relaxed) || !pending_step_.logits_in_place) return -1;
-  const float* logits = pending_step_.logits.data();
   // A patched graph writes the arena where it did the step before: the answer holds until its structure changes.
   DueNode& d = due_node_;
-  if (logits == d.logits) return d.node;
-  d = {logits, -1};
-  const auto* begin = reinterpret_cast<const uint8_t*>(logits);
-  const auto* end = begin + pending_step_.logits.size_bytes();
-  const std::vector<Node>& nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size() && d.node < 0; ++i) {
-    const Node& n = nodes[i];
-    if (op_is_view(n.op) || n.write.pool != Pool::ACTIVATION || n.write.length == 0) continue;
-    const uint8_t* data = g.buffer(n.write.buffer_id).data;
-    // Bytes it cannot place: at the latest before this node.
-    if (data == nullptr || (data + n.write.offset < end && begin < data + n.write.offset + n.write.length))
-      d.node = static_cast<int>(i);
-  }
+  if (pending_step_.logits.data() != d.logits) d = {pending_step_.logits.data(), first_writer(g, pending_step_.logits)};
   return d.node;
+}
+
+bool Tracer::logits_written_fast(const StepRecords& r, std::span<const float> logits) {
+  DueNode& w = logits_writer_;
+  if (logits.data() != w.logits) w = {logits.data(), first_writer(*r.graph, logits)};
+  if (w.node < 0) return false;
+  // The node's longest share (its spans are still counter ticks) over the lines each worker wrote.
+  uint64_t ticks = 0;
+  int workers = 0;
+  for (const std::vector<Span>& slots : r.spans) {
+    const Span& s = slots[static_cast<size_t>(w.node)];
+    if (s.start == 0 && s.end == 0) continue;
+    ticks = std::max(ticks, s.end - s.start), ++workers;
+  }
+  if (workers == 0 || r.ticks_after <= r.ticks_before) return false;
+  const double ns = static_cast<double>(ticks) * static_cast<double>(r.ns_after - r.ns_before) /
+                    static_cast<double>(r.ticks_after - r.ticks_before);
+  const double lines_a_worker = static_cast<double>(logits.size_bytes()) / 64 / workers;
+  return ns < kFastLineNs * lines_a_worker;
 }
 
 bool Tracer::write_records_piece(StepRecords& r) {
@@ -846,12 +871,13 @@ void Tracer::on_step_end(const StepOutcome& o) {
   // The records wait for the next step's barriers when each follows from its node's previous record (a whole
   // record reads the graph, which the next step patches); else they go now.
   rec.deferred = rec.compact && rec.full == 0 && !options_.io;
+  const bool in_place = in_arena(*graph_, logits);
+  const bool evict_logits = in_place && logits_written_fast(rec, logits);  // before the spans become ns
   if (!rec.deferred)
     while (write_records_piece(rec)) {
     }
   // The engine's logits keep their bytes until the node computing them runs in the next step (the threads finish the
   // landscape before it, see idle_work_due; a new graph calls on_graph_rebuild first); a caller's own are copied.
-  const bool in_place = in_arena(*graph_, logits);
   if (!in_place) {
     if (logits_copy_.size() < logits.size()) logits_copy_.resize(logits.size());
     std::memcpy(logits_copy_.data(), logits.data(), logits.size_bytes());
@@ -868,6 +894,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
   next.graph = step_graph_.back();
   next.logits = in_place ? logits : std::span<const float>(logits_copy_.data(), logits.size());
   next.logits_in_place = in_place;
+  next.evict_logits = evict_logits;
   next.records = rec.deferred ? &rec : nullptr;
   next.landscape.begin(next.logits, landscape_k);
   next.stage = rec.deferred ? PendingStep::RECORDS : PendingStep::LANDSCAPE;
@@ -926,11 +953,9 @@ bool Tracer::previous_step_piece() {
     const std::span<const std::byte> bytes = std::as_bytes(l.logits);
     const size_t n = std::min(kHashPiece, bytes.size() - l.hashed);
     logits_hash_.update(bytes.data() + l.hashed, n);
-    // The last read of the engine's logits: their cache lines go from every cache (~2 ns a line). Read by this
-    // thread, they would stay shared with the core that wrote them, and the next step's output projection would
-    // have to take each one back before writing it. TinyLLama-v0, traced/untraced: 0.96 -> 0.98-0.99 with the
-    // threads on one core complex, 0.82 -> 1.03 on two; synth-qwen2-256 on two 0.91 -> 0.94 (docs/performance.md).
-    if (l.logits_in_place) evict_lines(bytes.data() + l.hashed, n);
+    // The last read of the engine's logits: when they were written fast, their cache lines go from every cache
+    // (see PendingStep::evict_logits).
+    if (l.evict_logits) evict_lines(bytes.data() + l.hashed, n);
     l.hashed += n;
     if (l.hashed == bytes.size()) {
       const LogitLandscape& land = l.landscape.result();

@@ -199,6 +199,14 @@ class Tracer : public GenerateObserver {
     // or, given by another caller, in logits_copy_.
     std::span<const float> logits;
     bool logits_in_place = false;
+    // Flush the logits' cache lines after their last read (the hash). Read by a waiting thread, they stay shared
+    // with the core that wrote them, and the next step's output projection has to take each back before writing
+    // it (~2 ns a line to flush, and that node reads them for ownership from memory instead). Only when that node
+    // wrote a line of them every kFastLineNs or faster on each worker: then taking lines back stalls its writes
+    // (TinyLLama-v0, 41 ns a line: traced/untraced 0.96 -> 0.98-0.99 with the threads on one core complex, 0.82 ->
+    // 1.03 on two); a slower writer hides it, and the flush costs more than it saves (synth-qwen2-256, 163 ns a
+    // line: 0.94 -> 0.91 on one core complex, though 0.91 -> 0.94 on two).
+    bool evict_logits = false;
     StepRecords* records = nullptr;  // not yet written (RECORDS)
     LandscapeInPieces landscape;
     std::vector<float> top_logits;  // the landscape's top ids' logits and the chosen token's, for the line
@@ -220,6 +228,12 @@ class Tracer : public GenerateObserver {
     int node = -1;
   };
   DueNode due_node_;
+  // The node that wrote the running graph's logits (logits_written_fast), kept as due_node_ is.
+  DueNode logits_writer_;
+  static constexpr double kFastLineNs = 100;
+  // Whether the node of r's step that wrote `logits` took under kFastLineNs a cache line of them on its slowest
+  // worker (from r's spans, before they become nanoseconds).
+  bool logits_written_fast(const StepRecords& r, std::span<const float> logits);
   Xxh3Stream logits_hash_;
   // Does the next piece of pending_step_'s work; false once the line is in steps_pending_ (or none is pending).
   bool previous_step_piece();
