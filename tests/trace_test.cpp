@@ -280,6 +280,17 @@ TEST_P(CompactTrace, ReadsBackAsFullRecords) {
 }
 INSTANTIATE_TEST_SUITE_P(Threads, CompactTrace, testing::Values(1, 2));
 
+// Reading the trace at path fails with a message containing `expected`.
+void expect_rejected(const std::string& path, const std::string& expected) {
+  try {
+    trace::read_trace(path);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    return;
+  }
+  ADD_FAILURE() << "accepted; expected: " << expected;
+}
+
 // Handcrafted compact records: OP_DELTA changes a node's previous record and sets its stride, OP_ADVANCES_PACKED adds
 // the stride again (a cache read growing one position a step); records that refer to nothing are errors naming it.
 TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
@@ -326,15 +337,7 @@ TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
   EXPECT_EQ(t.ops[3].end_ns, 2010u);
   EXPECT_EQ(t.spans.size(), 2u);
 
-  auto rejected = [&](const std::string& expected) {
-    try {
-      trace::read_trace(path);
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
-      return;
-    }
-    ADD_FAILURE() << "accepted; expected: " << expected;
-  };
+  auto rejected = [&](const std::string& expected) { expect_rejected(path, expected); };
   write([&](trace::TraceWriter& w, const uint32_t*) {
     const uint64_t times[] = {0, 10};
     w.op_advances({0, Phase::GENERATE, 0, 1, 5, 1, 1}, times, 1);
@@ -461,13 +464,7 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
   auto rejected = [&](const RecordBytes& b, trace::RecordKind kind, uint32_t version, const std::string& expected) {
     write({});
     b.append_to(path, kind, version);
-    try {
-      trace::read_trace(path);
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
-      return;
-    }
-    ADD_FAILURE() << "accepted; expected: " << expected;
+    expect_rejected(path, expected);
   };
   using K = trace::RecordKind;
   // Version 5's OP_ADVANCES: u32 times after base_ns.

@@ -110,10 +110,12 @@ Hex64 hex64(uint64_t v) {
   return h;
 }
 
+constexpr uintptr_t kCacheLine = 64;
+
 // Flushes the cache lines of [p, p + n) from every cache (a hint: the bytes stay as they are).
 void evict_lines(const void* p, size_t n) {
 #if defined(__x86_64__)
-  constexpr uintptr_t kLine = 64;
+  constexpr uintptr_t kLine = kCacheLine;
   const auto begin = reinterpret_cast<uintptr_t>(p) & ~(kLine - 1), end = reinterpret_cast<uintptr_t>(p) + n;
   for (uintptr_t a = begin; a < end; a += kLine) _mm_clflush(reinterpret_cast<const void*>(a));
 #else
@@ -686,7 +688,7 @@ bool Tracer::logits_written_fast(const StepRecords& r, std::span<const float> lo
   if (workers == 0 || r.ticks_after <= r.ticks_before) return false;
   const double ns = static_cast<double>(ticks) * static_cast<double>(r.ns_after - r.ns_before) /
                     static_cast<double>(r.ticks_after - r.ticks_before);
-  const double lines_a_worker = static_cast<double>(logits.size_bytes()) / 64 / workers;
+  const double lines_a_worker = static_cast<double>(logits.size_bytes()) / kCacheLine / workers;
   return ns < kFastLineNs * lines_a_worker;
 }
 
