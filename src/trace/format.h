@@ -44,6 +44,9 @@ enum class RecordKind : uint8_t {
   OP_ADVANCES_PACKED = 11,
 };
 constexpr uint32_t kNoShare = 0xFFFFFFFF;  // OP_REPEATS, OP_ADVANCES: a worker without a share of the node
+// OP_ADVANCES_PACKED's signed gaps as unsigned numbers: small differences of either sign stay small.
+constexpr uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+constexpr int64_t unzigzag(uint64_t u) { return static_cast<int64_t>((u >> 1) ^ (0 - (u & 1))); }
 // Nodes a graph may have: the reader keeps each node's latest record by index, so an index past this is corruption,
 // not an allocation (the largest llama-family graphs have a few thousand nodes; the tracer refuses bigger ones).
 constexpr uint32_t kMaxNodes = 1u << 16;

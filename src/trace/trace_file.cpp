@@ -100,11 +100,10 @@ uint8_t* put_shares(const uint64_t* __restrict times, uint32_t count, uint16_t n
         *out++ = 0;
         continue;
       }
-      // zigzag(start - cursor) + 1: a start behind the cursor (a counter read on another core) is a small number too.
-      const auto gap = static_cast<int64_t>(start - cursors[w]);
-      const uint64_t zigzag = (static_cast<uint64_t>(gap) << 1) ^ static_cast<uint64_t>(gap >> 63);
       backwards |= end < start;
-      out = put_varint(out, zigzag + 1);  // 2^64 - 1 wraps to 0: a gap of -2^63 ns, which nothing measures
+      // zigzag(start - cursor) + 1: a start behind the cursor (a counter read on another core) is a small number too
+      // (zigzag 2^64 - 1 would wrap to 0: a gap of -2^63 ns, which nothing measures).
+      out = put_varint(out, zigzag(static_cast<int64_t>(start - cursors[w])) + 1);
       out = put_varint(out, end - start);
       cursors[w] = end;
     }
@@ -523,8 +522,7 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             }
             const uint64_t g = r.get_varint();
             if (g == 0) return false;
-            const uint64_t zigzag = g - 1;
-            start = cursors[t] + ((zigzag >> 1) ^ (0 - (zigzag & 1)));
+            start = cursors[t] + static_cast<uint64_t>(unzigzag(g - 1));
             end = start + r.get_varint();
             if (end < start) fail("node {}: worker {}'s span ends past 2^64 ns", node, t);
             cursors[t] = end;

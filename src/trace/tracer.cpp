@@ -115,9 +115,8 @@ constexpr uintptr_t kCacheLine = 64;
 // Flushes the cache lines of [p, p + n) from every cache (a hint: the bytes stay as they are).
 void evict_lines(const void* p, size_t n) {
 #if defined(__x86_64__)
-  constexpr uintptr_t kLine = kCacheLine;
-  const auto begin = reinterpret_cast<uintptr_t>(p) & ~(kLine - 1), end = reinterpret_cast<uintptr_t>(p) + n;
-  for (uintptr_t a = begin; a < end; a += kLine) _mm_clflush(reinterpret_cast<const void*>(a));
+  const auto begin = reinterpret_cast<uintptr_t>(p) & ~(kCacheLine - 1), end = reinterpret_cast<uintptr_t>(p) + n;
+  for (uintptr_t a = begin; a < end; a += kCacheLine) _mm_clflush(reinterpret_cast<const void*>(a));
 #else
   (void)p, (void)n;
 #endif
