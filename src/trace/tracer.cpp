@@ -250,6 +250,7 @@ Tracer::GraphNames Tracer::intern_graph(const Graph& g, const AllocPlan& plan) {
     for (const Tensor* s : n.src) fixed = fixed && s->storage().pool != Pool::KV_CACHE;
     for (const ByteRange& r : n.reads) fixed = fixed && r.pos_begin < 0 && r.pool != Pool::KV_CACHE;
     names.repeatable.push_back(fixed);
+    if (!fixed) names.compared.push_back(static_cast<uint32_t>(names.repeatable.size() - 1));
     names.view.push_back(op_is_view(n.op));
   }
   return names;
@@ -411,8 +412,8 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   rec.graph = &g;
   rec.chosen = rec.full = rec.written = 0;
   rec.deferred = rec.begun = false;
-  rec.choices.resize(n);
-  rec.changes_end.resize(n);
+  rec.choices.assign(n, RecordChoice::ADVANCE);  // the repeatable nodes' (choose_record's shortcut)
+  rec.change_spans.resize(n);
   rec.changes.clear();
 
   // Activation arena and scratch growth are buffer events too.
@@ -566,46 +567,38 @@ void node_placement(const Node& n, std::vector<uint32_t>& layout, std::vector<ui
 }  // namespace
 
 Tracer::RecordChoice Tracer::choose_record(StepRecords& r, size_t i) {
+  // (A repeatable node is not compared: on the same graph as the previous step, a node touching only
+  // step-independent bytes has the same placement again, and it never gets a stride.)
   NodeFields& f = fields_[i];
-  // Same graph as the previous step: a node touching only step-independent bytes has the same placement again.
-  if (r.names->repeatable[i] && f.stride.empty()) return RecordChoice::ADVANCE;
   node_placement(graph_->nodes()[i], layout_scratch_, fields_scratch_);
   if (layout_scratch_ != f.layout) return RecordChoice::FULL;  // the same layout: as many fields as f.last
-  // Differences mod 2^64, as the reader adds them. The common case (advances by the stride) in a loop without calls
-  // or branches: a node on the cache has dozens of fields, and the main model a hundred such nodes a step.
-  const size_t n_fields = fields_scratch_.size();
-  const uint64_t *now = fields_scratch_.data(), *last = f.last.data();
-  const uint64_t* stride = f.stride.empty() ? nullptr : f.stride.data();
-  uint64_t off_stride = 0;
-  if (stride)
-    for (size_t k = 0; k < n_fields; ++k) off_stride |= (now[k] - last[k]) ^ stride[k];
-  else
-    for (size_t k = 0; k < n_fields; ++k) off_stride |= now[k] - last[k];
-  f.last.swap(fields_scratch_);
-  if (off_stride == 0) return RecordChoice::ADVANCE;
+  // Differences mod 2^64, as the reader adds them. The common case, an advance by the stride: the previous record
+  // moved by its few nonzero stride fields, then one comparison of the whole.
+  std::vector<uint64_t>& last = f.last;
+  for (const auto& [k, d] : f.stride) last[k] += d;
+  if (fields_scratch_ == last) return RecordChoice::ADVANCE;
+  for (const auto& [k, d] : f.stride) last[k] -= d;
   const size_t first_change = r.changes.size();
-  for (size_t k = 0; k < n_fields; ++k)
-    if (const uint64_t d = f.last[k] - fields_scratch_[k]) r.changes.emplace_back(static_cast<uint32_t>(k), d);
+  for (size_t k = 0; k < last.size(); ++k)
+    if (const uint64_t d = fields_scratch_[k] - last[k]) r.changes.emplace_back(static_cast<uint32_t>(k), d);
+  last.swap(fields_scratch_);
   // The changes become the stride (none: the node stopped moving).
-  f.stride.assign(r.changes.size() == first_change ? 0 : f.last.size(), 0);
-  for (size_t c = first_change; c < r.changes.size(); ++c) f.stride[r.changes[c].first] = r.changes[c].second;
+  f.stride.assign(r.changes.begin() + static_cast<ptrdiff_t>(first_change), r.changes.end());
   return RecordChoice::DELTA;
 }
 
 bool Tracer::choose_next_record() {
   StepRecords& r = records_[running_];
   if (!r.compact) return false;
-  const size_t n = r.choices.size();
-  // One node that needs comparing at most (a fraction of a microsecond), and the cheap ones before it.
-  while (r.chosen < n) {
-    const size_t i = r.chosen++;
-    const bool cheap = r.names->repeatable[i] && fields_[i].stride.empty();
-    r.choices[i] = choose_record(r, i);
-    r.full += r.choices[i] == RecordChoice::FULL;
-    r.changes_end[i] = r.changes.size();
-    if (!cheap) break;
-  }
-  return r.chosen < n;
+  // One compared node a call (a fraction of a microsecond).
+  const std::vector<uint32_t>& compared = r.names->compared;
+  if (r.chosen == compared.size()) return false;
+  const uint32_t i = compared[r.chosen++];
+  const auto changes_begin = static_cast<uint32_t>(r.changes.size());
+  r.choices[i] = choose_record(r, i);
+  r.full += r.choices[i] == RecordChoice::FULL;
+  r.change_spans[i] = {changes_begin, static_cast<uint32_t>(r.changes.size())};
+  return r.chosen < compared.size();
 }
 
 bool Tracer::idle_piece(bool choose) {
@@ -773,8 +766,8 @@ void Tracer::write_op(const StepRecords& step, size_t i, RecordChoice choice) {
   r.start_ns = start == UINT64_MAX ? 0 : start - t0_;
   r.end_ns = end == 0 ? r.start_ns : end - t0_;
   if (choice == RecordChoice::DELTA) {  // choose_record() stored its changes
-    const size_t begin = i == 0 ? 0 : step.changes_end[i - 1];
-    writer_.op_delta(r, std::span(step.changes).subspan(begin, step.changes_end[i] - begin));
+    const auto [first, stop] = step.change_spans[i];
+    writer_.op_delta(r, std::span(step.changes).subspan(first, stop - first));
     return;
   }
   // A whole record reads the graph as this step ran it: never deferred (the next step patches the graph).

@@ -101,6 +101,7 @@ class Tracer : public GenerateObserver {
   struct GraphNames {
     std::vector<uint32_t> ids, node_offset;
     std::vector<uint8_t> repeatable;  // node reads and writes only step-independent bytes
+    std::vector<uint32_t> compared;   // the other nodes, in order: choose_record compares their placement each step
     std::vector<uint8_t> view;        // node is a view (no SPAN records)
     struct Event {                    // the allocation plan's events (the same for every step of the graph)
       int node;
@@ -124,10 +125,12 @@ class Tracer : public GenerateObserver {
   // whole.
   enum class RecordChoice { ADVANCE, DELTA, FULL };
   // The reader's view of node i's placement fields (trace::for_each_placement_field) after its latest record: the
-  // record's layout and fields, and its stride (set by OP_DELTA; empty, i.e. 0, after OP or a delta of no changes).
+  // record's layout and fields, and its stride (set by OP_DELTA; after OP or a delta of no changes, none), as the
+  // (field, difference) pairs of its nonzero fields (a cache view moves in two or three of its dozens).
   struct NodeFields {
     std::vector<uint32_t> layout;
-    std::vector<uint64_t> last, stride;
+    std::vector<uint64_t> last;
+    std::vector<std::pair<uint32_t, uint64_t>> stride;
   };
   std::vector<NodeFields> fields_;  // [node]; kept only with options_.compact
   // One step's op records until they are written: the executor's spans, each node's record form, the step's marker.
@@ -138,12 +141,13 @@ class Tracer : public GenerateObserver {
     std::vector<std::vector<Span>> spans;
     // tick_count() and now_ns() read together before the graph runs and again after: ticks in between map linearly.
     uint64_t ticks_before = 0, ns_before = 0, ticks_after = 0, ns_after = 0;
-    // Compact records (the step runs the previous step's graph, without value statistics): node i's
-    // choice for i < chosen, in node order; its DELTA changes end at changes[changes_end[i]].
+    // Compact records (the step runs the previous step's graph, without value statistics): node i's choice,
+    // ADVANCE for a repeatable node and made for names->compared[j] once j < chosen; a DELTA's changes are
+    // changes[change_spans[i].first, change_spans[i].second).
     bool compact = false;
     size_t chosen = 0, full = 0;  // full: FULL choices among them
     std::vector<RecordChoice> choices;
-    std::vector<size_t> changes_end;
+    std::vector<std::pair<uint32_t, uint32_t>> change_spans;
     std::vector<std::pair<uint32_t, uint64_t>> changes;
     const GraphNames* names = nullptr;
     const Graph* graph = nullptr;
@@ -157,7 +161,7 @@ class Tracer : public GenerateObserver {
   int running_ = 0;  // records_[running_]: the running step's
   // Updates fields_[i] for ADVANCE and DELTA, and appends a DELTA's changes (field, difference) to r.changes.
   RecordChoice choose_record(StepRecords& r, size_t i);
-  // Chooses the running step's next node's record (or a few: see the definition); false once every node has one.
+  // Chooses the running step's next compared node's record; false once every node has one.
   bool choose_next_record();
   // One unit of idle work, on one thread at a time (idle_busy_): a piece of the previous step's records, landscape,
   // hash or line, or once those are done and with `choose`, choose_next_record. False once none is left; true also
