@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -430,36 +431,34 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
     if (!times.empty()) w.op_advances({1, Phase::GENERATE, 1, 2, 0, 2, 2}, times, 3);
     w.flush();
   };
+  // What the packed record's two nodes (ops 2 and 3) read back as: each op's (thread, n_threads, start, end) and each
+  // span's (thread, 0, start, end).
+  using Times = std::array<uint64_t, 4>;
+  auto expect_read_back = [&](std::span<const uint64_t> times, const std::array<Times, 2>& ops,
+                              const std::vector<Times>& spans) {
+    write(times);
+    const trace::TraceContents t = trace::read_trace(path);
+    ASSERT_EQ(t.ops.size(), 4u);
+    for (size_t k = 0; k < 2; ++k) {
+      const trace::OpRecord& o = t.ops[2 + k];
+      EXPECT_EQ((Times{o.thread, o.n_threads, o.start_ns, o.end_ns}), ops[k]) << "op " << 2 + k;
+    }
+    ASSERT_EQ(t.spans.size(), spans.size());
+    for (size_t k = 0; k < spans.size(); ++k) {
+      const trace::SpanRecord& s = t.spans[k];
+      EXPECT_EQ((Times{s.thread, 0, s.start_ns, s.end_ns}), spans[k]) << "span " << k;
+    }
+  };
   constexpr uint64_t kNo = trace::TraceWriter::kNoShareNs, kLong = 6'000'000'000;
   // [node][worker] (start, end)
   const uint64_t times[] = {5000, 5100, 5020, 5090, 5100, 5100 + kLong, kNo, kNo};
-  write(times);
-  trace::TraceContents t = trace::read_trace(path);
-  ASSERT_EQ(t.ops.size(), 4u);
-  EXPECT_EQ(t.ops[2].thread, 0u);
-  EXPECT_EQ(t.ops[2].n_threads, 2u);
-  EXPECT_EQ(t.ops[2].start_ns, 5000u);
-  EXPECT_EQ(t.ops[2].end_ns, 5100u);
-  EXPECT_EQ(t.ops[3].n_threads, 1u);
-  EXPECT_EQ(t.ops[3].end_ns, 5100 + kLong);
-  ASSERT_EQ(t.spans.size(), 3u);
-  const uint64_t spans[3][3] = {{0, 5000, 5100}, {1, 5020, 5090}, {0, 5100, 5100 + kLong}};
-  for (int k = 0; k < 3; ++k) {
-    EXPECT_EQ(t.spans[k].thread, spans[k][0]) << "span " << k;
-    EXPECT_EQ(t.spans[k].start_ns, spans[k][1]) << "span " << k;
-    EXPECT_EQ(t.spans[k].end_ns, spans[k][2]) << "span " << k;
-  }
+  expect_read_back(times, {Times{0, 2, 5000, 5100}, Times{0, 1, 5100, 5100 + kLong}},
+                   {{0, 0, 5000, 5100}, {1, 0, 5020, 5090}, {0, 0, 5100, 5100 + kLong}});
   // Worker 1 starts node 1 before its node-0 share ended (negative gap), worker 0 has none of node 0.
   const uint64_t behind[] = {kNo, kNo, 7000, 7500, 9000, 9400, 7400, 7600};
-  write(behind);
-  t = trace::read_trace(path);
-  ASSERT_EQ(t.spans.size(), 3u);
-  EXPECT_EQ(t.spans[2].thread, 1u);
-  EXPECT_EQ(t.spans[2].start_ns, 7400u);
-  EXPECT_EQ(t.spans[2].end_ns, 7600u);
-  EXPECT_EQ(t.ops[2].thread, 1u);
-  EXPECT_EQ(t.ops[3].start_ns, 7400u);
-  EXPECT_EQ(t.ops[3].end_ns, 9400u);
+  expect_read_back(behind, {Times{1, 1, 7000, 7500}, Times{0, 2, 7400, 9400}},
+                   {{1, 0, 7000, 7500}, {0, 0, 9000, 9400}, {1, 0, 7400, 7600}});
+  trace::TraceContents t;
 
   auto rejected = [&](const RecordBytes& b, trace::RecordKind kind, uint32_t version, const std::string& expected) {
     write({});

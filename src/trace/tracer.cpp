@@ -376,7 +376,7 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   const bool same_structure = &g == last_graph_ && g.structure_id != 0 && g.structure_id == last_structure_id_;
   StepRecords& rec = records_[running_];
   if (!same_structure) {
-    due_node_ = logits_writer_ = {};
+    logits_writer_ = {};
     if (n > trace::kMaxNodes) fail("a graph of {} nodes: trace.bin holds at most {}", n, trace::kMaxNodes);
     // A new graph comes after on_graph_rebuild (or first): nothing of the previous step's is left to write.
     TT_CHECK(!pending_.load(std::memory_order_relaxed), "a new graph at step {} before the previous step's records",
@@ -429,11 +429,15 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   rec.ticks_before = tick_count();
 }
 
+unsigned __int128 Tracer::tick_scale(const StepRecords& r) {
+  const uint64_t tick_span = std::max<uint64_t>(1, r.ticks_after - r.ticks_before);
+  return (static_cast<unsigned __int128>(r.ns_after - r.ns_before) << 32) / tick_span;
+}
+
 void Tracer::spans_to_ns(StepRecords& r) {
   // ns = ns_before + (ticks - ticks_before) * scale / 2^32, clamped to the step (TSC reads on other cores may
   // differ by a few ticks).
-  const uint64_t tick_span = std::max<uint64_t>(1, r.ticks_after - r.ticks_before);
-  const unsigned __int128 scale = (static_cast<unsigned __int128>(r.ns_after - r.ns_before) << 32) / tick_span;
+  const unsigned __int128 scale = tick_scale(r);
   for (std::vector<Span>& slots : r.spans)
     for (Span& s : slots) {
       if (s.start == 0 && s.end == 0) continue;
@@ -655,31 +659,31 @@ int first_writer(const Graph& g, std::span<const float> v) {
 
 }  // namespace
 
+int Tracer::logits_writer(const Graph& g, std::span<const float> logits) {
+  if (logits.data() != logits_writer_.logits) logits_writer_ = {logits.data(), first_writer(g, logits)};
+  return logits_writer_.node;
+}
+
 int Tracer::idle_work_due(const Graph& g) {
   // The previous step's logits, read in place, until the first node writing any of their bytes (the output
   // projection: the engine gives the logits bytes of their own, see plan_activations).
   if (!pending_.load(std::memory_order_relaxed) || !pending_step_.logits_in_place) return -1;
-  // A patched graph writes the arena where it did the step before: the answer holds until its structure changes.
-  DueNode& d = due_node_;
-  if (pending_step_.logits.data() != d.logits) d = {pending_step_.logits.data(), first_writer(g, pending_step_.logits)};
-  return d.node;
+  return logits_writer(g, pending_step_.logits);
 }
 
 bool Tracer::logits_written_fast(const StepRecords& r, std::span<const float> logits) {
-  DueNode& w = logits_writer_;
-  if (logits.data() != w.logits) w = {logits.data(), first_writer(*r.graph, logits)};
-  if (w.node < 0) return false;
+  const int writer = logits_writer(*r.graph, logits);
+  if (writer < 0) return false;
   // The node's longest share (its spans are still counter ticks) over the lines each worker wrote.
   uint64_t ticks = 0;
   int workers = 0;
   for (const std::vector<Span>& slots : r.spans) {
-    const Span& s = slots[static_cast<size_t>(w.node)];
+    const Span& s = slots[static_cast<size_t>(writer)];
     if (s.start == 0 && s.end == 0) continue;
     ticks = std::max(ticks, s.end - s.start), ++workers;
   }
   if (workers == 0 || r.ticks_after <= r.ticks_before) return false;
-  const double ns = static_cast<double>(ticks) * static_cast<double>(r.ns_after - r.ns_before) /
-                    static_cast<double>(r.ticks_after - r.ticks_before);
+  const auto ns = static_cast<double>(static_cast<uint64_t>((ticks * tick_scale(r)) >> 32));
   const double lines_a_worker = static_cast<double>(logits.size_bytes()) / kCacheLine / workers;
   return ns < kFastLineNs * lines_a_worker;
 }

@@ -188,6 +188,8 @@ class Tracer : public GenerateObserver {
   // Writes the step's STEP_BEGIN, spans and records and STEP_END a piece at a time: false once all are written.
   bool write_records_piece(StepRecords& r);
   void spans_to_ns(StepRecords& r);
+  // Nanoseconds a counter tick in r's step, as a 32.32 fixed-point number (from its before and after readings).
+  static unsigned __int128 tick_scale(const StepRecords& r);
   // A step's records (when they can wait), logit landscape, logits' hash and steps.jsonl line, made a piece at a time
   // while the threads wait at the next step's barriers (idle_unit), the rest at the next step's end, at a new graph
   // (on_graph_rebuild) or in finish().
@@ -225,15 +227,16 @@ class Tracer : public GenerateObserver {
   PendingStep pending_step_;
   std::atomic<bool> pending_{false};
   std::vector<float> logits_copy_;
-  // idle_work_due's answer for the logits it looked for, kept while the graph's structure is (on_graph_ready forgets
-  // it when the structure changes).
-  struct DueNode {
+  // The first node of g writing any byte of `logits` (-1: none): the node the previous step's work is due before
+  // (idle_work_due) and the one whose speed decides the flush (logits_written_fast). A patched graph writes the arena
+  // where it did the step before, so the answer is kept while the graph's structure is (on_graph_ready forgets it
+  // when the structure changes).
+  int logits_writer(const Graph& g, std::span<const float> logits);
+  struct LogitsWriter {
     const float* logits = nullptr;  // nullptr: no answer kept
     int node = -1;
   };
-  DueNode due_node_;
-  // The node that wrote the running graph's logits (logits_written_fast), kept as due_node_ is.
-  DueNode logits_writer_;
+  LogitsWriter logits_writer_;
   static constexpr double kFastLineNs = 100;
   // Whether the node of r's step that wrote `logits` took under kFastLineNs a cache line of them on its slowest
   // worker (from r's spans, before they become nanoseconds).
