@@ -606,7 +606,9 @@ bool Tracer::choose_next_record() {
 }
 
 bool Tracer::idle_piece(bool choose) {
-  // One thread at a time: the others, finding it taken, go back to waiting (and call again later).
+  // One thread at a time: the others, finding it taken, go back to waiting (and call again later). After a failure,
+  // none (what failed would fail again).
+  if (idle_failed_.load(std::memory_order_acquire)) return false;
   if (idle_busy_.exchange(true, std::memory_order_acquire)) return true;
   bool more = false;
   try {
@@ -621,6 +623,7 @@ bool Tracer::idle_piece(bool choose) {
     }
   } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
     if (!idle_failure_) idle_failure_ = std::current_exception();
+    idle_failed_.store(true, std::memory_order_release);
   }
   idle_busy_.store(false, std::memory_order_release);
   return more;
@@ -632,7 +635,8 @@ void Tracer::finish_due_idle_work() {
   SelfTimer timer{*this};  // on the run's thread (the executor's thread 0), between two nodes of the step
   // The previous step's work only (the running step's record choices are not due), shared with whichever thread
   // holds idle_busy_ meanwhile.
-  while (pending_.load(std::memory_order_acquire)) idle_piece(false);
+  // A piece that failed leaves its step pending: the failure ends the step instead (on_step_end rethrows it).
+  while (pending_.load(std::memory_order_acquire) && !idle_failed_.load(std::memory_order_acquire)) idle_piece(false);
 }
 
 IdleWork Tracer::idle_work() {
@@ -1038,11 +1042,13 @@ void Tracer::flush_steps() {
   steps_pending_.clear();
 }
 
+void Tracer::finish_last_step() {
+  SelfTimer timer{*this};
+  finish_previous_step();
+}
+
 json Tracer::finish() {
-  {
-    SelfTimer timer{*this};  // the last step's records, landscape and line
-    finish_previous_step();
-  }
+  finish_last_step();
   flush_steps();
   if (!*steps_stream_) fail("error writing '{}'", dir_.path("steps.jsonl"));
   json index = json::array();

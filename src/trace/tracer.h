@@ -75,8 +75,12 @@ class Tracer : public GenerateObserver {
 
   // Records the runtime buffers that exist before the first step (KV cache layers...).
   void record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes);
+  // The last step's records, landscape, hash and line, which a next step's waits would have made (counted in
+  // self_ns() and, after a generation step, generate_self_ns()): finish() does it first, a caller timing the steps
+  // (bench) calls it before to count it with them. Called while the engine lives: its logits are read in place.
+  void finish_last_step();
   // Writes what is left of the last step, graphs/index.json and buffers.json; returns counts for run.json. Called
-  // while the engine lives: the last step's landscape reads its logits in place.
+  // while the engine lives (finish_last_step).
   nlohmann::json finish();
   // The time spent in the tracer's callbacks on the run's thread so far, including finishing the previous step's
   // work before the output node (finish_due_idle_work) (run.json's tracer_ns).
@@ -169,8 +173,9 @@ class Tracer : public GenerateObserver {
   bool idle_piece(bool choose);
   static bool idle_unit(void* self);  // IdleWork: idle_piece(true) on whichever thread waits
   std::atomic<bool> idle_busy_{false};
-  uint64_t records_chosen_waiting_ = 0;  // by idle_unit over the run (run.json)
-  std::exception_ptr idle_failure_;      // thrown in idle_unit, rethrown on the run's thread
+  uint64_t records_chosen_waiting_ = 0;   // by idle_unit over the run (run.json)
+  std::exception_ptr idle_failure_;       // thrown in idle_unit, rethrown on the run's thread
+  std::atomic<bool> idle_failed_{false};  // a piece failed: no more idle work (the run ends with the failure)
   std::vector<uint32_t> layout_scratch_;
   std::vector<uint64_t> fields_scratch_;
   void fill_placement(trace::OpRecord& r, const Node& n);  // every field of the op's tensors and ranges
