@@ -93,8 +93,8 @@ Tensor* GraphBuilder::set_rows(const Tensor* cache, const Tensor* x, int32_t pos
     fail("SET_ROWS '{}': rows of {} elements into cache '{}' rows of {}", name, x->ne[0], cache->name, cache->ne[0]);
   const int64_t n_tokens = x->n_elements() / cache->ne[0];
   if (pos0 < 0 || pos0 + n_tokens > cache->ne[1])
-    fail("SET_ROWS '{}': positions [{}, {}) are outside the cache '{}' of {} positions (context overflow)", name,
-         pos0, pos0 + n_tokens, cache->name, cache->ne[1]);
+    fail("SET_ROWS '{}': positions [{}, {}) are outside the cache '{}' of {} positions (context overflow)", name, pos0,
+         pos0 + n_tokens, cache->name, cache->ne[1]);
   Tensor* out = g_.new_tensor(name, cache->type, {cache->ne[0], cache->ne[1]}, layer_, cache->pool);
   out->view_of = cache;
   out->buffer_id = cache->buffer_id;
@@ -109,8 +109,8 @@ Tensor* GraphBuilder::flash_attn(const Tensor* q, const Tensor* k, const Tensor*
   const Tensor& qs = q->storage();  // [head_dim, n_heads, n_tokens]
   const Tensor& ks = k->storage();  // [n_kv_heads * head_dim, n_ctx]
   if (qs.ne[0] <= 0 || ks.ne[0] % qs.ne[0] != 0 || qs.ne[1] % (ks.ne[0] / qs.ne[0]) != 0)
-    fail("FLASH_ATTN_EXT '{}': {} query heads of size {} do not group over cache rows of {}", name, qs.ne[1],
-         qs.ne[0], ks.ne[0]);
+    fail("FLASH_ATTN_EXT '{}': {} query heads of size {} do not group over cache rows of {}", name, qs.ne[1], qs.ne[0],
+         ks.ne[0]);
   if (n_kv > ks.ne[1] || pos0 + qs.ne[2] > n_kv)
     fail("FLASH_ATTN_EXT '{}': attends {} positions but the cache holds {}", name, n_kv, ks.ne[1]);
   Tensor* out = g_.new_tensor(name, GgmlType::F32, {qs.ne[0], qs.ne[1], qs.ne[2]}, layer_);
@@ -162,10 +162,9 @@ ByteRange whole(int input, const Tensor& t) {
   return r;
 }
 
-}  // namespace
-
-void resolve_ranges(Graph& g, uint64_t file_size) {
-  auto check = [&](const Node& n, const ByteRange& r, const Tensor& t) {
+// Node n's reads and write, each checked against its buffer or its tensor's bytes in the file.
+void resolve_node_ranges(const Graph& g, Node& n, uint64_t file_size) {
+  auto check = [&](const ByteRange& r, const Tensor& t) {
     if (r.pool == Pool::MODEL_FILE) {
       const Tensor& s = t.storage();
       if (r.offset < s.offset || r.offset + r.length > s.offset + s.n_bytes() || r.offset + r.length > file_size)
@@ -178,47 +177,59 @@ void resolve_ranges(Graph& g, uint64_t file_size) {
       fail("{} '{}': range [{}, {}) of '{}' is outside buffer '{}' ({} bytes)", op_name(n.op), n.out->name, r.offset,
            r.offset + r.length, t.name, b.name, b.size);
   };
-  for (Node& n : g.nodes()) {
-    n.reads.clear();
-    if (op_is_view(n.op)) continue;
-    for (size_t i = 0; i < n.src.size(); ++i) {
-      const Tensor& t = *n.src[i];
-      if (n.op == OpKind::GET_ROWS && i == 0) {
-        // Only the rows looked up: consecutive rows merge into one range.
-        const uint64_t rs = t.row_size();
-        for (int32_t row : n.params.rows) {
-          ByteRange r = whole(0, t);
-          r.offset += static_cast<uint64_t>(row) * rs;
-          r.length = rs;
-          if (!n.reads.empty() && n.reads.back().input == 0 && n.reads.back().offset + n.reads.back().length == r.offset)
-            n.reads.back().length += rs;
-          else
-            n.reads.push_back(r);
-          check(n, n.reads.back(), t);
-        }
-        continue;
+  n.reads.clear();
+  if (op_is_view(n.op)) return;
+  for (size_t i = 0; i < n.src.size(); ++i) {
+    const Tensor& t = *n.src[i];
+    if (n.op == OpKind::GET_ROWS && i == 0) {
+      // Only the rows looked up: consecutive rows merge into one range.
+      const uint64_t rs = t.row_size();
+      for (int32_t row : n.params.rows) {
+        ByteRange r = whole(0, t);
+        r.offset += static_cast<uint64_t>(row) * rs;
+        r.length = rs;
+        if (!n.reads.empty() && n.reads.back().input == 0 && n.reads.back().offset + n.reads.back().length == r.offset)
+          n.reads.back().length += rs;
+        else
+          n.reads.push_back(r);
+        check(n.reads.back(), t);
       }
-      ByteRange r = whole(static_cast<int>(i), t);
-      if (n.op == OpKind::FLASH_ATTN_EXT && i > 0) {
-        // The cache rows attended: positions [0, n_kv).
-        const Tensor& cache = t.storage();
-        r.length = cache.row_size() * n.params.n_kv;
-        r.pos_begin = 0;
-        r.pos_end = n.params.n_kv;
-      }
-      check(n, r, t);
-      n.reads.push_back(r);
+      continue;
     }
-    n.write = whole(-1, *n.out);
-    if (n.op == OpKind::SET_ROWS) {
-      const Tensor& cache = n.out->storage();
-      const int64_t n_tokens = n.src[0]->n_elements() / cache.ne[0];
-      n.write.offset = cache.offset + n.params.pos0 * cache.row_size();
-      n.write.length = n_tokens * cache.row_size();
-      n.write.pos_begin = n.params.pos0;
-      n.write.pos_end = n.params.pos0 + static_cast<int32_t>(n_tokens);
+    ByteRange r = whole(static_cast<int>(i), t);
+    if (n.op == OpKind::FLASH_ATTN_EXT && i > 0) {
+      // The cache rows attended: positions [0, n_kv).
+      const Tensor& cache = t.storage();
+      r.length = cache.row_size() * n.params.n_kv;
+      r.pos_begin = 0;
+      r.pos_end = n.params.n_kv;
     }
-    check(n, n.write, *n.out);
+    check(r, t);
+    n.reads.push_back(r);
+  }
+  n.write = whole(-1, *n.out);
+  if (n.op == OpKind::SET_ROWS) {
+    const Tensor& cache = n.out->storage();
+    const int64_t n_tokens = n.src[0]->n_elements() / cache.ne[0];
+    n.write.offset = cache.offset + n.params.pos0 * cache.row_size();
+    n.write.length = n_tokens * cache.row_size();
+    n.write.pos_begin = n.params.pos0;
+    n.write.pos_end = n.params.pos0 + static_cast<int32_t>(n_tokens);
+  }
+  check(n.write, *n.out);
+}
+
+}  // namespace
+
+void resolve_ranges(Graph& g, uint64_t file_size) {
+  for (Node& n : g.nodes()) resolve_node_ranges(g, n, file_size);
+}
+
+void resolve_ranges(Graph& g, uint64_t file_size, std::span<const uint32_t> nodes) {
+  std::vector<Node>& all = g.nodes();
+  for (uint32_t i : nodes) {
+    TT_CHECK(i < all.size(), "byte ranges of node {} in a graph of {}", i, all.size());
+    resolve_node_ranges(g, all[i], file_size);
   }
 }
 

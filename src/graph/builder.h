@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <string>
 
 #include "graph/graph.h"
@@ -17,8 +18,8 @@ class GraphBuilder {
   void set_layer(int layer) { layer_ = layer; }
   std::string name(const std::string& base) const;
 
-  Tensor* input(const std::string& name, GgmlType type, std::initializer_list<int64_t> ne, int buffer_id,
-                uint8_t* data, uint64_t offset);
+  Tensor* input(const std::string& name, GgmlType type, std::initializer_list<int64_t> ne, int buffer_id, uint8_t* data,
+                uint64_t offset);
   Tensor* get_rows(const Tensor* table, const Tensor* ids, std::vector<int32_t> rows, const std::string& name);
   Tensor* rms_norm(const Tensor* x, float eps, const std::string& name);
   Tensor* mul(const Tensor* a, const Tensor* b, const std::string& name);
@@ -46,5 +47,8 @@ class GraphBuilder {
 // every one against its buffer (or, for weights, against the tensor's bytes in the file). A range out of bounds
 // is an Error naming the op, the tensor, the offset and the size.
 void resolve_ranges(Graph& g, uint64_t file_size);
+// The same for the given nodes only (those whose ranges changed, e.g. a patched step's, see StepGraph): the others
+// keep their ranges and the checks they passed.
+void resolve_ranges(Graph& g, uint64_t file_size, std::span<const uint32_t> nodes);
 
 }  // namespace tt

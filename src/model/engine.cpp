@@ -16,7 +16,8 @@ Engine::Engine(const Model& model, EngineOptions options)
 
 std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserver* observer) {
   // A step of the previous step's token count (every generation step) only moves positions: patch that graph.
-  if (!step_ || !update_step_graph(*step_, model_, state_, tokens)) {
+  const bool patched = step_ && update_step_graph(*step_, model_, state_, tokens);
+  if (!patched) {
     if (step_ && observer) observer->on_graph_rebuild();
     const size_t previous_nodes = step_ ? step_->graph.nodes().size() : 0;
     step_ = std::make_unique<StepGraph>();
@@ -34,7 +35,11 @@ std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserve
     bind_activation_data(step_->graph, state_.arena.data(), kArenaBuffer);
   }
   Graph& g = step_->graph;
-  resolve_ranges(g, model_.file->file_size());
+  // Byte ranges (checked against their buffers): all of a new graph's, a patched one's where the patch moved them.
+  if (patched)
+    resolve_ranges(g, model_.file->file_size(), step_->patched_ranges);
+  else
+    resolve_ranges(g, model_.file->file_size());
 
   if (observer) observer->on_graph_ready(g, plan_);
   executor_.run(g, state_.scratch.data(), observer);

@@ -1,5 +1,6 @@
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -140,6 +141,21 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
   Tensor* hidden = b.mul(b.rms_norm(x, c.rms_eps, "norm"), w.output_norm, "result_norm");
   out.hidden = hidden;
   out.logits = b.mul_mat(w.output, hidden, "result_output");
+
+  // What update_step_graph changes of each node's byte ranges: the rows looked up (GET_ROWS of the tokens), the
+  // position written (SET_ROWS) and the attended length of whatever reads an attended view.
+  auto attended = [&](const Tensor* t) {
+    return std::any_of(out.attended_views.begin(), out.attended_views.end(),
+                       [&](const StepGraph::AttendedView& a) { return a.view == t; });
+  };
+  const std::vector<Node>& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (op_is_view(n.op)) continue;  // no ranges of their own
+    const bool patched = (n.op == OpKind::GET_ROWS && n.src[1] == inp_tokens) || n.op == OpKind::SET_ROWS ||
+                         n.op == OpKind::FLASH_ATTN_EXT || std::any_of(n.src.begin(), n.src.end(), attended);
+    if (patched) out.patched_ranges.push_back(static_cast<uint32_t>(i));
+  }
 }
 
 bool update_step_graph(StepGraph& step, const Model& m, RunState& s, std::span<const int32_t> tokens) {

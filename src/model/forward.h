@@ -41,6 +41,9 @@ struct StepGraph {
     int dim;
   };
   std::vector<AttendedView> attended_views;
+  // The nodes whose byte ranges a patch changes (resolve_ranges of these only after update_step_graph): the token
+  // rows' lookups, the cache writes and every reader of an attended view.
+  std::vector<uint32_t> patched_ranges;
 };
 
 // Builds the graph that evaluates `tokens` at positions [s.n_past, s.n_past + n), writes the input buffer and
