@@ -387,8 +387,8 @@ struct RecordBytes {
     return *this;
   }
   RecordBytes& varint(uint64_t v) {
-    for (; v >= 0x80; v >>= 7) payload.push_back(static_cast<uint8_t>(v | 0x80));
-    payload.push_back(static_cast<uint8_t>(v));
+    uint8_t bytes[trace::kMaxVarintBytes];
+    payload.insert(payload.end(), bytes, trace::put_varint(bytes, v));
     return *this;
   }
   // The header of an OP_ADVANCES(_PACKED) record: step 1 (GENERATE, positions 1-2) of `count` nodes from node 0.
