@@ -208,6 +208,13 @@ Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int 
   reserve_touched(node_times_, 2 * trace::TraceWriter::kFlushBytes / sizeof(Span));
   reserve_touched(step_buffers_, kStepsReserved);
   reserve_touched(step_graph_, kStepsReserved);
+  ticks0_ = tick_count(), ns0_ = now_ns();
+}
+
+uint64_t Tracer::ticks_to_ns(uint64_t ticks) const {
+  const uint64_t elapsed_ticks = tick_count() - ticks0_, elapsed_ns = now_ns() - ns0_;
+  if (elapsed_ticks == 0) return 0;
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(ticks) * elapsed_ns / elapsed_ticks);
 }
 
 void Tracer::record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes) {
@@ -906,7 +913,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
   // Each buffer is written when it passes kFlushBytes (it is reserved twice that, so it never grows inside a
   // step), and all of them at least every kFlushIntervalNs (what a killed run can lose): a write call costs 20-45
   // us on this VM whatever its size, so small buffers are not written every few steps.
-  const uint64_t now = now_ns();
+  const uint64_t now = rec.ns_after;  // a few microseconds ago at most
   const bool interval = now - last_flush_ns_ >= kFlushIntervalNs;
   if (interval || steps_pending_.size() >= trace::TraceWriter::kFlushBytes) flush_steps();
   if (interval || node_times_.size() * sizeof(Span) >= trace::TraceWriter::kFlushBytes) flush_node_times();
@@ -1105,7 +1112,7 @@ json Tracer::finish() {
   return {{"ops", writer_.op_count()},      {"spans", writer_.span_count()},
           {"steps", step_graph_.size()},    {"graphs", graphs_.size()},
           {"buffer_events", events.size()}, {"trace_bytes", writer_.bytes_written()},
-          {"tracer_ns", self_ns_},          {"records_chosen_waiting", records_chosen_waiting_}};
+          {"tracer_ns", self_ns()},          {"records_chosen_waiting", records_chosen_waiting_}};
 }
 
 }  // namespace tt
