@@ -1112,7 +1112,7 @@ json Tracer::finish() {
   return {{"ops", writer_.op_count()},      {"spans", writer_.span_count()},
           {"steps", step_graph_.size()},    {"graphs", graphs_.size()},
           {"buffer_events", events.size()}, {"trace_bytes", writer_.bytes_written()},
-          {"tracer_ns", self_ns()},          {"records_chosen_waiting", records_chosen_waiting_}};
+          {"tracer_ns", self_ns()},         {"records_chosen_waiting", records_chosen_waiting_}};
 }
 
 }  // namespace tt
