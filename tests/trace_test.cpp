@@ -17,6 +17,7 @@
 #include "trace/hash.h"
 #include "trace/landscape.h"
 #include "trace/trace_file.h"
+#include "trace/tracer.h"
 
 namespace tt {
 namespace {
@@ -109,6 +110,61 @@ TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
   EXPECT_EQ(lines, 4);
   nlohmann::json graphs = nlohmann::json::parse(std::ifstream(dir + "/graphs/index.json"));
   EXPECT_EQ(graphs["graphs"], 2) << "the prompt graph and one graph shared by every decode step";
+}
+
+// A caller's own logits (not the engine's, which stay in its arena until the next output projection) are copied at
+// the step's end: the step's line describes them as they were, though the caller overwrites its buffer before the
+// tracer's deferred work (the next step's waits) reads them.
+TEST(Trace, CallerLogitsAreCopiedAtTheStepEnd) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  auto model = load_model(test::repo_path("models/stories260K.gguf"));
+  Engine engine(*model, {64, 2, GgmlType::F16});
+  constexpr int kSteps = 4;
+  std::vector<std::string> hashes;
+  std::vector<std::vector<int32_t>> tops;
+  {
+    RunDirWriter run_dir(dir);
+    Tracer tracer(run_dir, *model, TraceOptions{}, 2, now_ns());
+    std::vector<float> caller_logits;
+    std::vector<int32_t> token = {1};
+    for (int32_t step = 0; step < kSteps; ++step) {
+      StepOutcome out;
+      out.step = step;
+      out.phase = step == 0 ? Phase::PROMPT : Phase::GENERATE;
+      out.pos_begin = engine.n_past();
+      out.pos_end = out.pos_begin + 1;
+      out.input_tokens = token;
+      tracer.on_step_begin(out.step, out.phase, out.pos_begin, out.pos_end);
+      out.start_ns = now_ns();
+      const std::span<const float> logits = engine.eval(token, &tracer);
+      out.end_ns = now_ns();
+      // The caller's logits differ from the engine's (a caller adjusting them, e.g. with a penalty).
+      caller_logits.assign(logits.begin(), logits.end());
+      for (size_t i = 0; i < caller_logits.size(); ++i) caller_logits[i] = 0.5f * caller_logits[i] + (i % 7 == 0);
+      hashes.push_back(fmt::format("{:016x}", xxh3_64(caller_logits.data(), caller_logits.size() * sizeof(float))));
+      tops.push_back(logit_landscape(caller_logits, 10).top);
+      out.logits = caller_logits;
+      out.hidden = engine.hidden();
+      out.sampled = {tops.back()[0], 0.5f};
+      tracer.on_step_end(out);
+      std::fill(caller_logits.begin(), caller_logits.end(), NAN);  // the caller reuses its buffer
+      token[0] = out.sampled.token;
+    }
+    tracer.finish();
+    run_dir.commit();
+  }
+  std::ifstream steps(dir + "/steps.jsonl");
+  int step = 0;
+  for (std::string line; std::getline(steps, line); ++step) {
+    ASSERT_LT(step, kSteps);
+    const nlohmann::json s = nlohmann::json::parse(line);
+    EXPECT_EQ(s["logits_stats"]["hash"], hashes[step]) << "step " << step;
+    ASSERT_EQ(s["top_k"].size(), 10u);
+    for (size_t i = 0; i < 10; ++i) EXPECT_EQ(s["top_k"][i]["id"], tops[step][i]) << "step " << step << " rank " << i;
+    EXPECT_FALSE(std::isnan(s["entropy"].get<double>())) << "step " << step;
+  }
+  EXPECT_EQ(step, kSteps);
 }
 
 // llama.cpp's op sequence for stories260K, prompt "Once upon a time" (the prompt pass).

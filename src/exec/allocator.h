@@ -13,11 +13,11 @@ namespace tt {
 struct AllocEvent {
   enum Kind : uint8_t { ALLOC, FREE };
   Kind kind;
-  int node;               // index of the node at which it happens (ALLOC before it runs, FREE after)
+  int node;  // index of the node at which it happens (ALLOC before it runs, FREE after)
   const Tensor* tensor;
   uint64_t offset;
   uint64_t bytes;
-  bool reuse;             // ALLOC into bytes an earlier tensor of this step used
+  bool reuse;  // ALLOC into bytes an earlier tensor of this step used
 };
 
 struct AllocPlan {
