@@ -212,9 +212,7 @@ Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int 
 }
 
 uint64_t Tracer::ticks_to_ns(uint64_t ticks) const {
-  const uint64_t elapsed_ticks = tick_count() - ticks0_, elapsed_ns = now_ns() - ns0_;
-  if (elapsed_ticks == 0) return 0;
-  return static_cast<uint64_t>(static_cast<unsigned __int128>(ticks) * elapsed_ns / elapsed_ticks);
+  return static_cast<uint64_t>((ticks * tick_scale(tick_count() - ticks0_, now_ns() - ns0_)) >> 32);
 }
 
 void Tracer::record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes) {
@@ -436,9 +434,12 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
   rec.ticks_before = tick_count();
 }
 
+unsigned __int128 Tracer::tick_scale(uint64_t ticks, uint64_t ns) {
+  return (static_cast<unsigned __int128>(ns) << 32) / std::max<uint64_t>(1, ticks);
+}
+
 unsigned __int128 Tracer::tick_scale(const StepRecords& r) {
-  const uint64_t tick_span = std::max<uint64_t>(1, r.ticks_after - r.ticks_before);
-  return (static_cast<unsigned __int128>(r.ns_after - r.ns_before) << 32) / tick_span;
+  return tick_scale(r.ticks_after - r.ticks_before, r.ns_after - r.ns_before);
 }
 
 void Tracer::spans_to_ns(StepRecords& r) {

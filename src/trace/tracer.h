@@ -193,7 +193,9 @@ class Tracer : public GenerateObserver {
   // Writes the step's STEP_BEGIN, spans and records and STEP_END a piece at a time: false once all are written.
   bool write_records_piece(StepRecords& r);
   void spans_to_ns(StepRecords& r);
-  // Nanoseconds a counter tick in r's step, as a 32.32 fixed-point number (from its before and after readings).
+  // Nanoseconds a counter tick, as a 32.32 fixed-point number, over an interval of `ticks` and `ns`; in r's step
+  // (from its before and after readings).
+  static unsigned __int128 tick_scale(uint64_t ticks, uint64_t ns);
   static unsigned __int128 tick_scale(const StepRecords& r);
   // A step's records (when they can wait), logit landscape, logits' hash and steps.jsonl line, made a piece at a time
   // while the threads wait at the next step's barriers (idle_unit), the rest at the next step's end, at a new graph
@@ -314,7 +316,7 @@ class Tracer : public GenerateObserver {
   // The tracer's own cost: time spent in its callbacks on the run's thread (where it delays the next step), in
   // tick_count() units: every callback is timed, and a counter read costs less than a steady-clock read (~10 ns
   // against ~24 ns on the test VM, mostly hidden behind the work around it). self_ns() converts them at the
-  // counter's rate over the run so far (ticks0_, ns0_: the two read together at construction).
+  // counter's rate over the run so far (tick_scale from ticks0_, ns0_: the two read together at construction).
   uint64_t self_ticks_ = 0, generate_self_ticks_ = 0;
   uint64_t ticks0_ = 0, ns0_ = 0;
   uint64_t ticks_to_ns(uint64_t ticks) const;
