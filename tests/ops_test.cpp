@@ -178,7 +178,7 @@ TEST(ThreadPool, BarrierDoesIdleWorkWhileWaiting) {
   struct Units {
     std::atomic<int> calls{0};
     std::atomic<int> wrong_thread{0};
-    static bool one(void* ctx) {
+    static bool one(void* ctx, const IdleStop&) {  // one unit a call, whether the barrier opened or not
       Units& u = *static_cast<Units*>(ctx);
       if (ThreadPool::current_thread() != 1) ++u.wrong_thread;
       return ++u.calls < 5;  // five units, the fifth says nothing is left
@@ -193,6 +193,48 @@ TEST(ThreadPool, BarrierDoesIdleWorkWhileWaiting) {
   EXPECT_EQ(units.calls.load(), 5) << "idle units called after the work said none was left, or not all done";
   EXPECT_EQ(units.wrong_thread.load(), 0) << "the thread arriving last did idle work";
   EXPECT_EQ(after.load(), 2);
+}
+
+// Idle work that would go on for ever stops when the barrier opens: the waiting thread's work sees stop.requested()
+// once the last thread arrives (and not before), returns, and both threads go on.
+TEST(ThreadPool, IdleWorkStopsWhenTheBarrierOpens) {
+  ThreadPool pool(2);
+  struct Endless {
+    std::atomic<bool> arrived{false};  // thread 0 is about to arrive
+    std::atomic<int> units{0}, calls{0}, stopped_early{0}, stopped{0};
+    static bool work(void* ctx, const IdleStop& stop) {
+      Endless& e = *static_cast<Endless*>(ctx);
+      ++e.calls;
+      // Bounded so that a stop never seen fails the test instead of hanging it (10 s of 1 us units).
+      for (int i = 0; i < 10'000'000; ++i) {
+        if (stop.requested()) {
+          if (!e.arrived.load()) ++e.stopped_early;
+          ++e.stopped;
+          return true;
+        }
+        ++e.units;
+        std::this_thread::sleep_for(std::chrono::microseconds(1));
+      }
+      return true;
+    }
+  } endless;
+  std::atomic<int> after{0};
+  pool.run([&](int ith) {
+    if (ith == 0) {  // arrives once thread 1 is waiting and working (or after 10 s, when the checks below fail)
+      for (int i = 0; i < 10'000 && endless.units.load() == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      endless.arrived = true;
+    }
+    pool.barrier({&Endless::work, &endless});
+    ++after;
+  });
+  EXPECT_EQ(after.load(), 2);
+  EXPECT_EQ(endless.stopped.load(), 1) << "the idle work did not see the barrier open";
+  EXPECT_EQ(endless.stopped_early.load(), 0) << "the idle work was told to stop before the last thread arrived";
+  EXPECT_EQ(endless.calls.load(), 1) << "the waiting thread called the work again after it stopped";
+  EXPECT_GT(endless.units.load(), 0);
+  EXPECT_FALSE(IdleStop().requested()) << "the default stop asks to stop";
 }
 
 // The threads' round trip: a positive, finite time with two threads or more (any machine takes more than a
@@ -218,7 +260,7 @@ TEST(Executor, FinishesDueIdleWorkBeforeTheNodeItIsDueAt) {
     int due = 0, finished = 0, units = 0;
     bool untouched = false;
     WorkerSpan* span_slots(int thread) override { return slots[thread].data(); }
-    static bool unit(void* self) {  // never done on its own: only finish_due_idle_work ends it
+    static bool unit(void* self, const IdleStop&) {  // never done on its own: only finish_due_idle_work ends it
       ++static_cast<DueObserver*>(self)->units;
       return true;
     }

@@ -96,9 +96,10 @@ void ThreadPool::barrier(IdleWork idle) {
     return;
   }
   bool idle_left = idle.fn != nullptr;
+  const IdleStop stop(barrier_phase_, phase);
   wait_until([&] {
     if (barrier_phase_.load(std::memory_order_acquire) != phase) return true;
-    if (idle_left) idle_left = idle.fn(idle.ctx);
+    if (idle_left) idle_left = idle.fn(idle.ctx, stop);
     return false;
   });
 }

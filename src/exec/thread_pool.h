@@ -13,10 +13,26 @@
 
 namespace tt {
 
-// Work a thread may do while it waits at a barrier instead of spinning: fn(ctx) does one short unit (a microsecond
-// or so: a release that comes meanwhile waits for it) and returns false once it has nothing left.
+// What idle work checks between its units: whether the barrier its thread waits at has opened. The default one
+// never asks to stop (work finished outside a wait).
+class IdleStop {
+ public:
+  IdleStop() = default;
+  IdleStop(const std::atomic<uint32_t>& phase, uint32_t waiting_phase)
+      : phase_(&phase), waiting_phase_(waiting_phase) {}
+  bool requested() const { return phase_ != nullptr && phase_->load(std::memory_order_relaxed) != waiting_phase_; }
+
+ private:
+  const std::atomic<uint32_t>* phase_ = nullptr;
+  uint32_t waiting_phase_ = 0;
+};
+
+// Work a thread may do while it waits at a barrier instead of spinning: fn(ctx, stop) does short units (a fraction
+// of a microsecond each: a release that comes meanwhile waits for the current one) until stop.requested() or none is
+// left, and returns false once none is left. Checking between units, not after a fixed batch, keeps both the delay
+// past a release and the work left undone small.
 struct IdleWork {
-  bool (*fn)(void* ctx) = nullptr;
+  bool (*fn)(void* ctx, const IdleStop& stop) = nullptr;
   void* ctx = nullptr;
 };
 

@@ -50,6 +50,14 @@ class Tokenizer {
   std::string token_to_piece(int32_t id, bool special = false) const;
   // The same bytes without a copy, valid as long as the tokenizer.
   std::string_view piece_view(int32_t id, bool special = false) const;
+  // Starts bringing token id's entry toward the cache (no effect for an id out of range): a caller that knows
+  // which pieces it will read soon, e.g. the tracer, which writes each step's top tokens' texts a few microseconds
+  // after it has ranked them, saves piece_view two memory latencies each in a large vocabulary.
+  void prefetch_piece(int32_t id) const {
+    if (id < 0 || id >= n_vocab()) return;
+    __builtin_prefetch(&tokens_[static_cast<size_t>(id)].type);
+    __builtin_prefetch(&pieces_[static_cast<size_t>(id)]);
+  }
   // Concatenation of token_to_piece(id, special) over ids: the text llama.cpp prints for generated tokens.
   std::string decode(std::span<const int32_t> ids, bool special = false) const;
 

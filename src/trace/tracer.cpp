@@ -613,22 +613,26 @@ bool Tracer::choose_next_record() {
   return r.chosen < compared.size();
 }
 
-bool Tracer::idle_piece(bool choose) {
+bool Tracer::idle_pieces(bool choose, const IdleStop& stop) {
   // One thread at a time: the others, finding it taken, go back to waiting (and call again later). After a failure,
   // none (what failed would fail again).
   if (idle_failed_.load(std::memory_order_acquire)) return false;
   if (idle_busy_.exchange(true, std::memory_order_acquire)) return true;
   bool more = false;
   try {
-    if (pending_.load(std::memory_order_relaxed)) {  // the previous step's records, landscape and line
-      previous_step_piece();
-      more = true;
-    } else if (choose) {
-      StepRecords& r = records_[running_];
-      const size_t before = r.chosen;
-      more = choose_next_record();
-      records_chosen_waiting_ += r.chosen - before;
-    }
+    do {
+      if (pending_.load(std::memory_order_relaxed)) {  // the previous step's records, landscape and line
+        previous_step_piece();
+        more = true;
+      } else if (choose) {
+        StepRecords& r = records_[running_];
+        const size_t before = r.chosen;
+        more = choose_next_record();
+        records_chosen_waiting_ += r.chosen - before;
+      } else {
+        more = false;
+      }
+    } while (more && !stop.requested());
   } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
     if (!idle_failure_) idle_failure_ = std::current_exception();
     idle_failed_.store(true, std::memory_order_release);
@@ -637,14 +641,15 @@ bool Tracer::idle_piece(bool choose) {
   return more;
 }
 
-bool Tracer::idle_unit(void* self) { return static_cast<Tracer*>(self)->idle_piece(true); }
+bool Tracer::idle_unit(void* self, const IdleStop& stop) { return static_cast<Tracer*>(self)->idle_pieces(true, stop); }
 
 void Tracer::finish_due_idle_work() {
   SelfTimer timer{*this};  // on the run's thread (the executor's thread 0), between two nodes of the step
   // The previous step's work only (the running step's record choices are not due), shared with whichever thread
   // holds idle_busy_ meanwhile.
   // A piece that failed leaves its step pending: the failure ends the step instead (on_step_end rethrows it).
-  while (pending_.load(std::memory_order_acquire) && !idle_failed_.load(std::memory_order_acquire)) idle_piece(false);
+  while (pending_.load(std::memory_order_acquire) && !idle_failed_.load(std::memory_order_acquire))
+    idle_pieces(false, IdleStop());
 }
 
 IdleWork Tracer::idle_work() {
@@ -931,25 +936,23 @@ void Tracer::finish_previous_step() {
 bool Tracer::previous_step_piece() {
   if (!pending_.load(std::memory_order_acquire)) return false;
   PendingStep& l = pending_step_;
-  // Pieces of a microsecond or so each: the records (write_records_piece); the landscape kLandscapeBlocksAPiece
-  // blocks at a time; the logits' hash kHashPiece bytes at a time; the line's head, each top-k entry, the rest.
+  // Pieces of a fraction of a microsecond each: the records (write_records_piece); one pass of the landscape over
+  // one block; the logits' hash kHashPiece bytes at a time; the line's head, each top-k entry, the rest.
   if (l.stage == PendingStep::RECORDS) {
     if (!write_records_piece(*l.records)) l.stage = PendingStep::LANDSCAPE;
     return true;
   }
   if (l.stage == PendingStep::LANDSCAPE) {
-    // Several blocks a piece: a piece that outlasts a wait delays its thread by what is left of it, but work not done
-    // in the waits is done before the next output node, on the critical path, which costs more (synth-qwen2-256's
-    // 71 short waits a step: one block a piece left 13-20 us a step to do there, four leave ~1 us and gain 4-8 points
-    // of the traced/untraced ratio; docs/performance.md).
-    constexpr int kLandscapeBlocksAPiece = 4;
-    bool more = true;
-    for (int b = 0; b < kLandscapeBlocksAPiece && more; ++b) more = l.landscape.next();
-    if (!more) {
+    // One block a piece: a waiting thread goes on piece after piece until its barrier opens (idle_pieces), so a
+    // piece that outlasts the wait delays its thread by at most one block.
+    if (!l.landscape.next()) {
       // The line's logits, kept: the hash lets go of the logits' cache lines (below).
       const LogitLandscape& land = l.landscape.result();
       l.top_logits.clear();
-      for (int32_t id : land.top) l.top_logits.push_back(l.logits[static_cast<size_t>(id)]);
+      for (int32_t id : land.top) {
+        l.top_logits.push_back(l.logits[static_cast<size_t>(id)]);
+        model_.tokenizer->prefetch_piece(id);  // read by the line's pieces, after the hash's
+      }
       const int32_t chosen = l.sampled.token;
       l.chosen_logit = chosen >= 0 && static_cast<size_t>(chosen) < l.logits.size() ? l.logits[chosen] : 0.0f;
       l.stage = PendingStep::HASH;
@@ -959,7 +962,7 @@ bool Tracer::previous_step_piece() {
     return true;
   }
   if (l.stage == PendingStep::HASH) {
-    constexpr size_t kHashPiece = 16 * 1024;
+    constexpr size_t kHashPiece = 8 * 1024;  // ~0.15 us, as a landscape block's pass
     const std::span<const std::byte> bytes = std::as_bytes(l.logits);
     const size_t n = std::min(kHashPiece, bytes.size() - l.hashed);
     logits_hash_.update(bytes.data() + l.hashed, n);

@@ -167,11 +167,11 @@ class Tracer : public GenerateObserver {
   RecordChoice choose_record(StepRecords& r, size_t i);
   // Chooses the running step's next compared node's record; false once every node has one.
   bool choose_next_record();
-  // One unit of idle work, on one thread at a time (idle_busy_): a piece of the previous step's records, landscape,
-  // hash or line, or once those are done and with `choose`, choose_next_record. False once none is left; true also
-  // when another thread holds idle_busy_.
-  bool idle_piece(bool choose);
-  static bool idle_unit(void* self);  // IdleWork: idle_piece(true) on whichever thread waits
+  // Idle work, on one thread at a time (idle_busy_), a piece at a time until stop.requested() or none is left: the
+  // previous step's records, landscape, hash and line, then with `choose` choose_next_record. False once none is
+  // left; true also when another thread holds idle_busy_.
+  bool idle_pieces(bool choose, const IdleStop& stop);
+  static bool idle_unit(void* self, const IdleStop& stop);  // IdleWork: idle_pieces(true, stop) on a waiting thread
   std::atomic<bool> idle_busy_{false};
   uint64_t records_chosen_waiting_ = 0;   // by idle_unit over the run (run.json)
   std::exception_ptr idle_failure_;       // thrown in idle_unit, rethrown on the run's thread
