@@ -47,22 +47,22 @@ class ExecObserver {
   // (too small to split) by thread 0, and as {0, 0} by the others; every other node by every thread.
   virtual WorkerSpan* span_slots(int thread) = 0;
   // Only when wants_node_begin(): called by each worker just after its share of a node.
-  virtual void on_worker_end(int thread, int node) {}
+  virtual void on_worker_end(int /*thread*/, int /*node*/) {}
   // Called on thread 0 after every thread has finished node `node` (only when wants_node_done()).
-  virtual void on_node_done(int node, const Node& n) {}
+  virtual void on_node_done(int /*node*/, const Node& /*n*/) {}
   virtual bool wants_node_done() const { return false; }
   // Only when wants_node_begin() (e.g. `run --io-trace`, `--prefetch`): on_node_begin is called on thread 0 before
   // any worker starts node `node` (the workers wait for it at a barrier), then on_worker_begin by each worker just
   // before its own share. Views get neither.
-  virtual void on_node_begin(int node, const Node& n) {}
-  virtual void on_worker_begin(int thread, int node) {}
+  virtual void on_node_begin(int /*node*/, const Node& /*n*/) {}
+  virtual void on_worker_begin(int /*thread*/, int /*node*/) {}
   virtual bool wants_node_begin() const { return false; }
   // Work the threads do while they wait at the executor's barriers (see IdleWork), asked once per run;
-  // it runs on any thread, one unit at a time, and must not depend on the nodes' outputs or spans.
+  // it runs on any waiting thread until its barrier opens, and must not depend on the nodes' outputs or spans.
   virtual IdleWork idle_work() { return {}; }
   // The node before which some of the idle work must be done (-1: none), e.g. the first node that overwrites what
   // that work reads: thread 0 calls finish_due_idle_work() before any thread starts the node. Asked once per run.
-  virtual int idle_work_due(const Graph& g) { return -1; }
+  virtual int idle_work_due(const Graph& /*g*/) { return -1; }
   virtual void finish_due_idle_work() {}
 };
 
