@@ -14,7 +14,6 @@
 #include "model/model.h"
 #include "support/paths.h"
 #include "trace/experiment.h"
-#include "trace/hash.h"
 #include "trace/landscape.h"
 #include "trace/trace_file.h"
 #include "trace/tracer.h"
@@ -142,7 +141,7 @@ TEST(Trace, CallerLogitsAreCopiedAtTheStepEnd) {
       // The caller's logits differ from the engine's (a caller adjusting them, e.g. with a penalty).
       caller_logits.assign(logits.begin(), logits.end());
       for (size_t i = 0; i < caller_logits.size(); ++i) caller_logits[i] = 0.5f * caller_logits[i] + (i % 7 == 0);
-      hashes.push_back(fmt::format("{:016x}", xxh3_64(caller_logits.data(), caller_logits.size() * sizeof(float))));
+      hashes.push_back(fmt::format("{:016x}", readout_hash(caller_logits)));
       tops.push_back(logit_landscape(caller_logits, 10).top);
       out.logits = caller_logits;
       out.hidden = engine.hidden();
@@ -190,8 +189,7 @@ TEST(Trace, StepLinesHashAndLandscapeAreTheLogits) {
     ASSERT_EQ(s["step"], step);
     const std::span<const float> logits = engine.eval(input);
     ASSERT_EQ(logits.size(), 32000u);
-    EXPECT_EQ(s["logits_stats"]["hash"], fmt::format("{:016x}", xxh3_64(logits.data(), logits.size_bytes())))
-        << "step " << step;
+    EXPECT_EQ(s["logits_stats"]["hash"], fmt::format("{:016x}", readout_hash(logits))) << "step " << step;
     const LogitLandscape land = logit_landscape(logits, 10);
     ASSERT_EQ(s["top_k"].size(), 10u);
     for (size_t i = 0; i < 10; ++i) EXPECT_EQ(s["top_k"][i]["id"], land.top[i]) << "step " << step << " rank " << i;
