@@ -12,6 +12,7 @@
 #include "exec/allocator.h"
 #include "exec/executor.h"
 #include "exec/thread_pool.h"
+#include "exec/work_split.h"
 #include "graph/builder.h"
 #include "graph/kernels.h"
 #include "quant/quant.h"
@@ -118,6 +119,48 @@ TEST(Ops, MulMatChunksCoverEveryRowOnceAllThreadCounts) {
     h.run({ys.begin(), ys.end()}, threads);
     for (Tensor* y : ys) EXPECT_EQ(values(y), want) << y->name << ", " << threads << " threads";
   }
+}
+
+// The shrinking schedule covers every unit once, in order, with chunks that never grow; the first round (each
+// thread's unclaimed first chunk) holds about half of the units, the last ones at most two min_units,
+// and there are few chunks: a few rounds past log2(n / min_units).
+TEST(WorkSplit, ShrinkingChunksCoverEveryUnitOnceAndShrink) {
+  for (int64_t n : {1, 2, 3, 7, 19, 128, 1000, 2000, 100003})
+    for (int nth : {1, 2, 3, 8})
+      for (int64_t min_units : {int64_t{0}, int64_t{1}, int64_t{2}, n / 64, n / 8}) {
+        const ShrinkingChunks chunks{n, nth, min_units};
+        const int64_t floor = std::max<int64_t>(1, min_units);
+        std::vector<int64_t> sizes;
+        int64_t next = 0;
+        for (int64_t c = 0;; ++c) {
+          const ShrinkingChunks::Range r = chunks.chunk(c);
+          if (r.begin == r.end) {
+            EXPECT_EQ(r.begin, n);
+            EXPECT_EQ(chunks.chunk(c + 5).begin, n);  // and every chunk after it
+            break;
+          }
+          ASSERT_EQ(r.begin, next) << "n " << n << " nth " << nth << " chunk " << c;
+          ASSERT_LT(r.begin, r.end);
+          sizes.push_back(r.end - r.begin);
+          next = r.end;
+          ASSERT_LT(c, 1000) << "n " << n << " nth " << nth;
+        }
+        const std::string what =
+            "n " + std::to_string(n) + " nth " + std::to_string(nth) + " min " + std::to_string(min_units);
+        EXPECT_EQ(next, n) << what;
+        for (size_t i = 1; i + 1 < sizes.size(); ++i) EXPECT_LE(sizes[i], sizes[i - 1]) << what << " chunk " << i;
+        // What the threads finish with: their last chunks are at most two min_units.
+        for (size_t i = sizes.size() > static_cast<size_t>(nth) ? sizes.size() - nth : 0; i < sizes.size(); ++i)
+          EXPECT_LE(sizes[i], 2 * floor) << what << " chunk " << i;
+        if (n >= 4 * nth * floor) {
+          int64_t first_round = 0;
+          for (int i = 0; i < nth; ++i) first_round += sizes[static_cast<size_t>(i)];
+          EXPECT_GE(2 * first_round, n - nth) << what;
+          EXPECT_LE(2 * first_round, n + 2 * nth) << what;
+        }
+        const double rounds = std::log2(static_cast<double>(n) / floor) + 3;
+        EXPECT_LE(static_cast<double>(sizes.size()), nth * rounds) << what;
+      }
 }
 
 // Products of one input with Q8_0 weights share its conversion (the second finds it in scratch); a product of

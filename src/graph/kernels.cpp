@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "exec/thread_pool.h"
+#include "exec/work_split.h"
 #include "quant/quant.h"
 
 namespace tt {
@@ -32,6 +33,18 @@ void for_each_chunk(const ComputeContext& ctx, int64_t n_chunks, F f) {
     return;
   }
   for (int64_t c = ctx.next_chunk(); c < n_chunks; c = ctx.next_chunk()) f(c);
+}
+
+// f(begin, end) for this thread's chunks of n units (ShrinkingChunks; without a shared counter, every nth chunk).
+template <typename F>
+void for_each_shrinking_chunk(const ComputeContext& ctx, int64_t n, int64_t min_units, F f) {
+  const ShrinkingChunks chunks{n, ctx.nth, min_units};
+  const bool shared = ctx.chunk_counter != nullptr && ctx.nth > 1;
+  for (int64_t c = ctx.ith;; c = shared ? ctx.nth + ctx.next_chunk() : c + ctx.nth) {
+    const ShrinkingChunks::Range r = chunks.chunk(c);
+    if (r.begin == r.end) return;
+    f(r.begin, r.end);
+  }
 }
 
 const float* row_f32(const Tensor& t, int64_t r) { return t.as<const float>() + r * t.ne[0]; }
@@ -114,13 +127,13 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   const BatchedKernels* batched = find_batched(w.type, K, N);
   auto dot_for = [&](int64_t t) -> VecDotFn { return batched == nullptr ? k->vec_dot : batched->for_token(t, M); };
   float* dst = out.as<float>();
-  // Output rows in chunks (multiples of the 16-row tile, about 4 per thread) taken from a shared counter: a
-  // thread the machine slows down takes fewer instead of holding the others at the barrier. Every output is
-  // computed the same way whichever thread takes it.
+  // Output rows in chunks of whole 16-row tiles, shrinking as the rows run out (ShrinkingChunks, the smallest
+  // 1/64 of the tiles): a thread the machine slows down takes fewer instead of holding the others at the barrier.
+  // Every output is computed the same way whichever thread takes it.
   constexpr int64_t kRowTile = 16, kTokTile = 64;
-  const int64_t chunk_rows = std::max<int64_t>(kRowTile, (N / (4 * ctx.nth)) / kRowTile * kRowTile);
-  for_each_chunk(ctx, (N + chunk_rows - 1) / chunk_rows, [&](int64_t chunk) {
-    const int64_t rows_begin = chunk * chunk_rows, rows_end = std::min(N, rows_begin + chunk_rows);
+  const int64_t tiles = (N + kRowTile - 1) / kRowTile;
+  for_each_shrinking_chunk(ctx, tiles, tiles / 64, [&](int64_t tile_begin, int64_t tile_end) {
+    const int64_t rows_begin = tile_begin * kRowTile, rows_end = std::min(N, tile_end * kRowTile);
     if (M == 1) {
       dot_tile(dot_for(0), K, rows_end - rows_begin, 1, w.data + rows_begin * w_row, w_row, y, y_row, dst + rows_begin,
                N);
