@@ -127,12 +127,13 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   const BatchedKernels* batched = find_batched(w.type, K, N);
   auto dot_for = [&](int64_t t) -> VecDotFn { return batched == nullptr ? k->vec_dot : batched->for_token(t, M); };
   float* dst = out.as<float>();
-  // Output rows in chunks of whole 16-row tiles, shrinking as the rows run out (ShrinkingChunks, the smallest
-  // 1/64 of the tiles): a thread the machine slows down takes fewer instead of holding the others at the barrier.
+  // Output rows in chunks of whole 16-row tiles, shrinking as the rows run out (ShrinkingChunks): a thread the
+  // machine slows down takes fewer instead of holding the others at the barrier. The smallest chunks are 1/64 of
+  // the tiles, at most 8 (a large output projection's last chunks then cost a few microseconds, not tens).
   // Every output is computed the same way whichever thread takes it.
   constexpr int64_t kRowTile = 16, kTokTile = 64;
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
-  for_each_shrinking_chunk(ctx, tiles, tiles / 64, [&](int64_t tile_begin, int64_t tile_end) {
+  for_each_shrinking_chunk(ctx, tiles, std::min<int64_t>(tiles / 64, 8), [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t rows_begin = tile_begin * kRowTile, rows_end = std::min(N, tile_end * kRowTile);
     if (M == 1) {
       dot_tile(dot_for(0), K, rows_end - rows_begin, 1, w.data + rows_begin * w_row, w_row, y, y_row, dst + rows_begin,
