@@ -128,12 +128,12 @@ TEST(WorkSplit, ShrinkingChunksCoverEveryUnitOnceAndShrink) {
   for (int64_t n : {1, 2, 3, 7, 19, 128, 1000, 2000, 100003})
     for (int nth : {1, 2, 3, 8})
       for (int64_t min_units : {int64_t{0}, int64_t{1}, int64_t{2}, n / 64, n / 8}) {
-        const ShrinkingChunks chunks{n, nth, min_units};
+        ShrinkingChunks chunks{n, nth, min_units};
         const int64_t floor = std::max<int64_t>(1, min_units);
         std::vector<int64_t> sizes;
         int64_t next = 0;
         for (int64_t c = 0;; ++c) {
-          const ShrinkingChunks::Range r = chunks.chunk(c);
+          const Range r = chunks.chunk(c);
           if (r.begin == r.end) {
             EXPECT_EQ(r.begin, n);
             EXPECT_EQ(chunks.chunk(c + 5).begin, n);  // and every chunk after it

@@ -14,16 +14,6 @@
 namespace tt {
 namespace {
 
-// [begin, end) share of n items for thread ith of nth.
-struct Range {
-  int64_t begin, end;
-};
-Range split(int64_t n, int ith, int nth) {
-  int64_t per = (n + nth - 1) / nth;
-  int64_t b = std::min<int64_t>(n, per * ith);
-  return {b, std::min<int64_t>(n, b + per)};
-}
-
 // f(chunk) for this thread's share of chunks 0..n_chunks-1: taken from the node's shared counter when there is
 // one (a slower thread takes fewer), else every nth chunk.
 template <typename F>
@@ -38,10 +28,10 @@ void for_each_chunk(const ComputeContext& ctx, int64_t n_chunks, F f) {
 // f(begin, end) for this thread's chunks of n units (ShrinkingChunks; without a shared counter, every nth chunk).
 template <typename F>
 void for_each_shrinking_chunk(const ComputeContext& ctx, int64_t n, int64_t min_units, F f) {
-  const ShrinkingChunks chunks{n, ctx.nth, min_units};
+  ShrinkingChunks chunks{n, ctx.nth, min_units};
   const bool shared = ctx.chunk_counter != nullptr && ctx.nth > 1;
   for (int64_t c = ctx.ith;; c = shared ? ctx.nth + ctx.next_chunk() : c + ctx.nth) {
-    const ShrinkingChunks::Range r = chunks.chunk(c);
+    const Range r = chunks.chunk(c);
     if (r.begin == r.end) return;
     f(r.begin, r.end);
   }
