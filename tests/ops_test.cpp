@@ -281,6 +281,80 @@ TEST(ThreadPool, IdleWorkStopsWhenTheBarrierOpens) {
   EXPECT_FALSE(IdleStop().requested()) << "the default stop asks to stop";
 }
 
+// Between-jobs work (ThreadPool::run's `between`) starts once the whole job is done, thread 0's share included (it
+// sees thread 0's writes), runs on the other threads only, and stops when the next run starts; work that says none is
+// left is not called again; end_between_jobs_work returns only once no thread is in it, and it is not called after.
+TEST(ThreadPool, BetweenJobsWorkRunsFromTheJobsEndToTheNextRun) {
+  struct Work {
+    std::atomic<int> written{0};  // thread 0's output, written at the end of its share
+    std::atomic<int> calls{0}, early{0}, wrong_thread{0}, stops{0}, inside{0};
+    int limit = 1 << 30;  // calls after which it says none is left
+    static bool run(void* ctx, const IdleStop& stop) {
+      Work& w = *static_cast<Work*>(ctx);
+      ++w.inside;
+      if (w.written.load() != 42) ++w.early;
+      if (ThreadPool::current_thread() == 0) ++w.wrong_thread;
+      const bool more = ++w.calls < w.limit;
+      // One unit of ~0.1 ms at a time until stopped (bounded: a stop never seen fails the test, not hangs it).
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (more && !stop.requested() && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (stop.requested()) ++w.stops;
+      --w.inside;
+      return more;
+    }
+  };
+  auto wait_for_calls = [](const Work& w) {
+    for (int i = 0; i < 10'000 && w.calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    Work w;
+    pool.run(
+        [&](int ith) {
+          if (ith == 0) {  // the others finish first and wait for thread 0's share
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            w.written = 42;
+          }
+        },
+        {&Work::run, &w});
+    wait_for_calls(w);
+    EXPECT_GT(w.calls.load(), 0) << threads << " threads: no between-jobs work";
+    EXPECT_EQ(w.early.load(), 0) << threads << " threads: began before thread 0 finished its share";
+    EXPECT_EQ(w.wrong_thread.load(), 0) << threads << " threads";
+    pool.run([](int) {});  // the next run stops it (and has none of its own)
+    const int calls = w.calls.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(w.calls.load(), calls) << threads << " threads: called after the next run started";
+    EXPECT_EQ(w.stops.load(), calls) << threads << " threads: a call that did not see the stop";
+
+    Work ended;
+    ended.written = 42;
+    pool.run([](int) {}, {&Work::run, &ended});
+    wait_for_calls(ended);
+    pool.end_between_jobs_work();
+    EXPECT_EQ(ended.inside.load(), 0) << threads << " threads: end_between_jobs_work returned with a thread in it";
+    const int ended_calls = ended.calls.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_GT(ended_calls, 0);
+    EXPECT_EQ(ended.calls.load(), ended_calls) << threads << " threads: called after end_between_jobs_work";
+
+    Work once;
+    once.written = 42;
+    once.limit = 1;
+    pool.run([](int) {}, {&Work::run, &once});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(once.calls.load(), threads - 1) << threads << " threads: called again after it said none was left";
+    pool.end_between_jobs_work();
+  }
+  ThreadPool one(1);
+  Work w;
+  w.written = 42;
+  one.run([](int) {}, {&Work::run, &w});
+  one.end_between_jobs_work();
+  EXPECT_EQ(w.calls.load(), 0) << "one thread: nobody is left to do between-jobs work";
+}
+
 // The threads' round trip: a positive, finite time with two threads or more (any machine takes more than a
 // nanosecond and, even with its cores shared by other tests, less than 10 ms on average); 0 with one thread.
 TEST(ThreadPool, RoundTripIsMeasuredBetweenTwoThreads) {

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include "core/error.h"
 #include "model/engine.h"
@@ -111,59 +113,96 @@ TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
   EXPECT_EQ(graphs["graphs"], 2) << "the prompt graph and one graph shared by every decode step";
 }
 
+// Drives a tracer by hand over `steps` steps of stories260K on two threads, as generate() does, pausing `pause`
+// between each step's evaluation and its end (the other thread begins the step's landscape and hash between runs
+// meanwhile). `caller`: the step's logits are the caller's own (derived from the engine's, as a penalty would), its
+// buffer overwritten with NaN right after the step's end. Returns what each steps.jsonl line must say (the hash and
+// top-10 of the logits given to on_step_end, as they were then) and run.json's trace counts.
+struct HandRun {
+  std::vector<std::string> hashes;
+  std::vector<std::vector<int32_t>> tops;
+  nlohmann::json counts;
+};
+HandRun trace_by_hand(const std::string& dir, int steps, bool caller, std::chrono::microseconds pause) {
+  auto model = load_model(test::repo_path("models/stories260K.gguf"));
+  Engine engine(*model, {64, 2, GgmlType::F16});
+  HandRun run;
+  RunDirWriter run_dir(dir);
+  Tracer tracer(run_dir, *model, TraceOptions{}, engine.pool(), now_ns());
+  std::vector<float> caller_logits;
+  std::vector<int32_t> token = {1};
+  for (int32_t step = 0; step < steps; ++step) {
+    StepOutcome out;
+    out.step = step;
+    out.phase = step == 0 ? Phase::PROMPT : Phase::GENERATE;
+    out.pos_begin = engine.n_past();
+    out.pos_end = out.pos_begin + 1;
+    out.input_tokens = token;
+    tracer.on_step_begin(out.step, out.phase, out.pos_begin, out.pos_end);
+    out.start_ns = now_ns();
+    out.logits = engine.eval(token, &tracer);
+    out.end_ns = now_ns();
+    std::this_thread::sleep_for(pause);
+    if (caller) {
+      caller_logits.assign(out.logits.begin(), out.logits.end());
+      for (size_t i = 0; i < caller_logits.size(); ++i) caller_logits[i] = 0.5f * caller_logits[i] + (i % 7 == 0);
+      out.logits = caller_logits;
+    }
+    run.hashes.push_back(fmt::format("{:016x}", readout_hash(out.logits)));
+    run.tops.push_back(logit_landscape(out.logits, 10).top);
+    out.hidden = engine.hidden();
+    out.sampled = {run.tops.back()[0], 0.5f};
+    tracer.on_step_end(out);
+    std::fill(caller_logits.begin(), caller_logits.end(), NAN);  // the caller reuses its buffer
+    token[0] = out.sampled.token;
+  }
+  run.counts = tracer.finish();
+  run_dir.commit();
+  return run;
+}
+
+void expect_step_lines(const std::string& dir, const HandRun& run) {
+  std::ifstream steps(dir + "/steps.jsonl");
+  size_t step = 0;
+  for (std::string line; std::getline(steps, line); ++step) {
+    ASSERT_LT(step, run.hashes.size());
+    const nlohmann::json s = nlohmann::json::parse(line);
+    EXPECT_EQ(s["logits_stats"]["hash"], run.hashes[step]) << "step " << step;
+    ASSERT_EQ(s["top_k"].size(), 10u);
+    for (size_t i = 0; i < 10; ++i)
+      EXPECT_EQ(s["top_k"][i]["id"], run.tops[step][i]) << "step " << step << " rank " << i;
+    EXPECT_FALSE(std::isnan(s["entropy"].get<double>())) << "step " << step;
+  }
+  EXPECT_EQ(step, run.hashes.size());
+}
+
 // A caller's own logits (not the engine's, which stay in its arena until the next output projection) are copied at
 // the step's end: the step's line describes them as they were, though the caller overwrites its buffer before the
-// tracer's deferred work (the next step's waits) reads them.
+// tracer's deferred work (the next step's waits) reads them. The other thread began the landscape on the engine's
+// logits between runs (the pause gives it time) in every step whose previous one was done by then (with a copy, no
+// node waits for that): that work is given up.
 TEST(Trace, CallerLogitsAreCopiedAtTheStepEnd) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();
-  auto model = load_model(test::repo_path("models/stories260K.gguf"));
-  Engine engine(*model, {64, 2, GgmlType::F16});
   constexpr int kSteps = 4;
-  std::vector<std::string> hashes;
-  std::vector<std::vector<int32_t>> tops;
-  {
-    RunDirWriter run_dir(dir);
-    Tracer tracer(run_dir, *model, TraceOptions{}, 2, now_ns());
-    std::vector<float> caller_logits;
-    std::vector<int32_t> token = {1};
-    for (int32_t step = 0; step < kSteps; ++step) {
-      StepOutcome out;
-      out.step = step;
-      out.phase = step == 0 ? Phase::PROMPT : Phase::GENERATE;
-      out.pos_begin = engine.n_past();
-      out.pos_end = out.pos_begin + 1;
-      out.input_tokens = token;
-      tracer.on_step_begin(out.step, out.phase, out.pos_begin, out.pos_end);
-      out.start_ns = now_ns();
-      const std::span<const float> logits = engine.eval(token, &tracer);
-      out.end_ns = now_ns();
-      // The caller's logits differ from the engine's (a caller adjusting them, e.g. with a penalty).
-      caller_logits.assign(logits.begin(), logits.end());
-      for (size_t i = 0; i < caller_logits.size(); ++i) caller_logits[i] = 0.5f * caller_logits[i] + (i % 7 == 0);
-      hashes.push_back(fmt::format("{:016x}", readout_hash(caller_logits)));
-      tops.push_back(logit_landscape(caller_logits, 10).top);
-      out.logits = caller_logits;
-      out.hidden = engine.hidden();
-      out.sampled = {tops.back()[0], 0.5f};
-      tracer.on_step_end(out);
-      std::fill(caller_logits.begin(), caller_logits.end(), NAN);  // the caller reuses its buffer
-      token[0] = out.sampled.token;
-    }
-    tracer.finish();
-    run_dir.commit();
+  const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/true, std::chrono::milliseconds(20));
+  expect_step_lines(dir, run);
+  EXPECT_GE(run.counts["steps_begun_between_runs"], 1) << "not even the first step's";
+  EXPECT_EQ(run.counts["begun_steps_given_up"], run.counts["steps_begun_between_runs"]);
+}
+
+// Between a step's run and its end (while the caller samples), the other thread begins that step's landscape and
+// hash on the engine's logits; the step's end keeps that work, and the line describes that step's logits.
+TEST(Trace, LandscapeBegunBetweenRunsIsTheStepsOwn) {
+  TempDir tmp;
+  constexpr int kSteps = 4;
+  for (const auto pause : {std::chrono::microseconds(0), std::chrono::microseconds(20'000)}) {
+    const std::string dir = (tmp.path / fmt::format("run-{}", pause.count())).string();
+    const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/false, pause);
+    expect_step_lines(dir, run);
+    EXPECT_EQ(run.counts["begun_steps_given_up"], 0) << "pause " << pause.count() << " us";
+    if (pause.count() > 0) EXPECT_EQ(run.counts["steps_begun_between_runs"], kSteps);
   }
-  std::ifstream steps(dir + "/steps.jsonl");
-  int step = 0;
-  for (std::string line; std::getline(steps, line); ++step) {
-    ASSERT_LT(step, kSteps);
-    const nlohmann::json s = nlohmann::json::parse(line);
-    EXPECT_EQ(s["logits_stats"]["hash"], hashes[step]) << "step " << step;
-    ASSERT_EQ(s["top_k"].size(), 10u);
-    for (size_t i = 0; i < 10; ++i) EXPECT_EQ(s["top_k"][i]["id"], tops[step][i]) << "step " << step << " rank " << i;
-    EXPECT_FALSE(std::isnan(s["entropy"].get<double>())) << "step " << step;
-  }
-  EXPECT_EQ(step, kSteps);
 }
 
 // llama.cpp's op sequence for stories260K, prompt "Once upon a time" (the prompt pass).

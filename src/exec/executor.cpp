@@ -61,7 +61,7 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
   if (due >= 0 && finish_due_after < 0) observer->finish_due_idle_work();
   chunk_counters_[0].store(0, std::memory_order_relaxed);
   chunk_counters_[1].store(0, std::memory_order_relaxed);
-  pool_.run([&](int ith) {
+  auto job = [&](int ith) {
     WorkerSpan* spans = observer ? observer->span_slots(ith) : nullptr;
     int64_t executed = 0;                // split nodes run so far: the same count on every thread
     const Node* scratch_user = nullptr;  // the last node that wrote scratch
@@ -130,7 +130,9 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
         tick_fresh = false;
       }
     }
-  });
+  };
+  // Once the run is done, the other threads begin the observer's work on its outputs while thread 0 returns.
+  pool_.run(job, observer ? observer->between_runs_work() : IdleWork{});
 }
 
 }  // namespace tt

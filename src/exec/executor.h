@@ -64,6 +64,10 @@ class ExecObserver {
   // that work reads: thread 0 calls finish_due_idle_work() before any thread starts the node. Asked once per run.
   virtual int idle_work_due(const Graph& /*g*/) { return -1; }
   virtual void finish_due_idle_work() {}
+  // Work the threads other than thread 0 do once the run is done, while thread 0 goes on (the caller samples...)
+  // and until the next run starts (ThreadPool::run's `between`): it may read the run's outputs. Asked once per run,
+  // before it starts; an observer that goes before the pool ends it (ThreadPool::end_between_jobs_work).
+  virtual IdleWork between_runs_work() { return {}; }
 };
 
 class Executor {

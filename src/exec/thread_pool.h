@@ -44,7 +44,11 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  void run(const std::function<void(int ith)>& fn);
+  // `between`: work the other threads do once the whole job is done (thread 0's share too: they see its writes)
+  // while they wait for the next one, until the next run() or end_between_jobs_work() (its stop is requested then).
+  void run(const std::function<void(int ith)>& fn, IdleWork between = {});
+  // Stops the last run's between-jobs work and returns once no thread is in it (its owner may then go).
+  void end_between_jobs_work();
   void barrier(IdleWork idle = {});
   // Small integer id of the calling thread within the pool (0 for the caller of run()).
   static int current_thread();
@@ -65,6 +69,13 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<int> sleeping_{0};
+  // Between-jobs work: the run's (read by the workers at the job's start), the generation whose job thread 0 has
+  // finished, the phase its stop watches (bumped by each run() and end_between_jobs_work()) and the workers that may
+  // still call it.
+  IdleWork between_{};
+  alignas(64) std::atomic<uint64_t> job_finished_{0};
+  alignas(64) std::atomic<uint32_t> between_phase_{0};
+  std::atomic<int> between_active_{0};
   // Barrier state: arrivals count up; the last arrival bumps the phase.
   alignas(64) std::atomic<int> barrier_count_{0};
   alignas(64) std::atomic<uint32_t> barrier_phase_{0};

@@ -41,10 +41,11 @@ std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserve
   else
     resolve_ranges(g, model_.file->file_size());
 
-  if (observer) observer->on_graph_ready(g, plan_);
+  const std::span<const float> logits(step_->logits->as<const float>(), static_cast<size_t>(step_->logits->ne[0]));
+  if (observer) observer->on_graph_ready(g, plan_, logits);
   executor_.run(g, state_.scratch.data(), observer);
   state_.n_past += static_cast<int32_t>(tokens.size());
-  return {step_->logits->as<const float>(), static_cast<size_t>(step_->logits->ne[0])};
+  return logits;
 }
 
 std::span<const float> Engine::hidden() const {

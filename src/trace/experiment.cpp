@@ -131,7 +131,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
     }
   }
   if (dir) {
-    tracer = std::make_unique<Tracer>(*dir, *model, o.trace_options, o.n_threads, t0);
+    tracer = std::make_unique<Tracer>(*dir, *model, o.trace_options, engine.pool(), t0);
     if (prefetcher) tracer->set_prefetcher(prefetcher.get());
     for (int il = 0; il < model->config.n_layer; ++il) {
       const uint64_t bytes = row_bytes(o.kv_type, model->config.n_embd_kv()) * engine.n_ctx();

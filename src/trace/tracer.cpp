@@ -190,11 +190,24 @@ void output_values(const Node& n, std::vector<float>& buf, std::span<const float
 
 }  // namespace
 
-Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int n_threads, uint64_t run_start_ns)
+namespace {
+
+// Whether v lies in the graph's activation arena (the engine's outputs do; a caller's own vector does not).
+bool in_arena(const Graph& g, std::span<const float> v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+  for (const BufferInfo& b : g.buffers)
+    if (b.id == kArenaBuffer && b.data != nullptr && p >= b.data && p + v.size_bytes() <= b.data + b.size) return true;
+  return false;
+}
+
+}  // namespace
+
+Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, ThreadPool& pool, uint64_t run_start_ns)
     : dir_(dir),
       model_(model),
       options_(options),
-      n_threads_(n_threads),
+      pool_(pool),
+      n_threads_(pool.size()),
       t0_(run_start_ns),
       writer_(dir.path("trace.bin")) {
   if (options_.logit_top_k < 1) fail("--logit-top-k must be at least 1, got {}", options_.logit_top_k);
@@ -231,7 +244,8 @@ void Tracer::on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t
 
 void Tracer::on_graph_rebuild() {
   SelfTimer timer{*this};
-  finish_previous_step();  // its graph and logits go
+  pool_.end_between_jobs_work();  // not on the previous step's landscape any more
+  finish_previous_step();         // its graph and logits go
 }
 
 Tracer::GraphNames Tracer::intern_graph(const Graph& g, const AllocPlan& plan) {
@@ -362,8 +376,13 @@ std::string Tracer::graph_json(const Graph& g) const {
       n_nodes, n_edges, nodes.str(), edges.str());
 }
 
-void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan) {
+void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan, std::span<const float> logits) {
   SelfTimer timer{*this};
+  // The other slot: a thread still in the previous run's between-runs work reads that run's.
+  run_slot_ ^= 1;
+  RunLogits& run = run_logits_[run_slot_];
+  run.tracer = this, run.logits = logits, run.records = &records_[running_];
+  run.state.store(!logits.empty() && in_arena(g, logits) ? OPEN : CLOSED, std::memory_order_relaxed);
   graph_ = &g;
   plan_ = &plan;
   const size_t n = g.nodes().size();
@@ -488,6 +507,7 @@ void Tracer::on_worker_begin(int thread, int node) {
 }
 
 Tracer::~Tracer() {
+  pool_.end_between_jobs_work();  // no thread may call into the tracer once it has gone
   for (IoSlot& s : io_slots_)
     if (s.proc_fd >= 0) ::close(s.proc_fd);
 }
@@ -650,6 +670,49 @@ void Tracer::finish_due_idle_work() {
   // A piece that failed leaves its step pending: the failure ends the step instead (on_step_end rethrows it).
   while (pending_.load(std::memory_order_acquire) && !idle_failed_.load(std::memory_order_acquire))
     idle_pieces(false, IdleStop());
+}
+
+void Tracer::lock_idle_work() {
+  run_thread_waiting_.store(true, std::memory_order_relaxed);
+  while (idle_busy_.exchange(true, std::memory_order_acquire)) _mm_pause();
+  run_thread_waiting_.store(false, std::memory_order_relaxed);
+}
+
+IdleWork Tracer::between_runs_work() {
+  RunLogits& r = run_logits_[run_slot_];
+  return r.state.load(std::memory_order_relaxed) == OPEN ? IdleWork{&Tracer::between_runs_unit, &r} : IdleWork{};
+}
+
+bool Tracer::between_runs_unit(void* ctx, const IdleStop& stop) {
+  RunLogits& r = *static_cast<RunLogits*>(ctx);
+  Tracer& t = *r.tracer;
+  if (t.idle_failed_.load(std::memory_order_acquire) || r.state.load(std::memory_order_acquire) == CLOSED) return false;
+  if (t.run_thread_waiting_.load(std::memory_order_relaxed) || t.idle_busy_.exchange(true, std::memory_order_acquire))
+    return true;
+  bool more = false;
+  try {
+    // The run's step, unless the previous one is still pending (its logits were a copy: no node waited for it).
+    uint8_t open = OPEN;
+    if (!t.pending_.load(std::memory_order_acquire) &&
+        r.state.compare_exchange_strong(open, OPENING, std::memory_order_acq_rel)) {
+      t.begin_pending(r.logits, true, t.logits_written_fast(*r.records, r.logits));
+      t.pending_step_.outcome_known = false;
+      t.pending_.store(true, std::memory_order_release);
+      ++t.steps_begun_between_runs_;
+      r.state.store(BEGUN, std::memory_order_release);
+    }
+    // Only the landscape and hash of a step begun here: the records and line need the step's end, and thread 0
+    // meanwhile goes on to the next step's graph, which they read.
+    while (r.state.load(std::memory_order_relaxed) == BEGUN && (more = t.landscape_or_hash_pending()) &&
+           !stop.requested() && !t.run_thread_waiting_.load(std::memory_order_relaxed))
+      t.previous_step_piece();
+  } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
+    if (!t.idle_failure_) t.idle_failure_ = std::current_exception();
+    t.idle_failed_.store(true, std::memory_order_release);
+    more = false;
+  }
+  t.unlock_idle_work();
+  return more;
 }
 
 IdleWork Tracer::idle_work() {
@@ -846,18 +909,6 @@ void Tracer::write_advance_run(const StepRecords& step, size_t first, size_t end
                       times, n_spans);
 }
 
-namespace {
-
-// Whether v lies in the graph's activation arena (the engine's outputs do; a caller's own vector does not).
-bool in_arena(const Graph& g, std::span<const float> v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
-  for (const BufferInfo& b : g.buffers)
-    if (b.id == kArenaBuffer && b.data != nullptr && p >= b.data && p + v.size_bytes() <= b.data + b.size) return true;
-  return false;
-}
-
-}  // namespace
-
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{*this};
   if (idle_failure_) std::rethrow_exception(std::exchange(idle_failure_, nullptr));
@@ -865,11 +916,28 @@ void Tracer::on_step_end(const StepOutcome& o) {
   rec.ticks_after = tick_count(), rec.ns_after = now_ns();
   std::span<const float> logits = o.logits;
   if (logits.empty()) fail("internal error: step {} has no logits to trace", o.step);
-  const int k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
-  const int landscape_k = std::max(k, 2);  // the top-1/top-2 gap needs two
-  // What is left of the previous step's records, landscape and line, and of this step's record choices (the
-  // threads' waits in this step did the rest).
-  finish_previous_step();
+  // Begun between runs (between_runs_unit) on the engine's logits: kept when they are the step's, and its pieces go on
+  // meanwhile (a caller may give its own logits: then given up).
+  RunLogits& run = run_logits_[run_slot_];
+  uint8_t state = OPEN;
+  const bool begun = !run.state.compare_exchange_strong(state, CLOSED, std::memory_order_acq_rel) && state != CLOSED;
+  const bool keep_begun = begun && run.logits.data() == logits.data() && run.logits.size() == logits.size();
+  // A begun step's opening reads the spans (the flush decision) and logits_writer_: thread 0 lets it complete before
+  // it changes them.
+  auto opened = [&] {
+    if (keep_begun)
+      while (run.state.load(std::memory_order_acquire) == OPENING) _mm_pause();
+  };
+  if (begun && !keep_begun) {
+    lock_idle_work();
+    run.state.store(CLOSED, std::memory_order_relaxed);
+    pending_.store(false, std::memory_order_relaxed), ++begun_steps_given_up_;
+    unlock_idle_work();
+  }
+  PendingStep& next = pending_step_;
+  // What is left of the previous step's records, landscape and line (begun: none, this step's output node waited for
+  // them), and of this step's record choices (the threads' waits in this step did the rest).
+  if (!keep_begun) finish_previous_step();
   while (choose_next_record()) {
   }
   rec.marker.end_ns = o.end_ns - t0_;
@@ -887,33 +955,33 @@ void Tracer::on_step_end(const StepOutcome& o) {
   // record reads the graph, which the next step patches); else they go now.
   rec.deferred = rec.compact && rec.full == 0 && !options_.io;
   const bool in_place = in_arena(*graph_, logits);
-  const bool evict_logits = in_place && logits_written_fast(rec, logits);  // before the spans become ns
-  if (!rec.deferred)
+  // Before the spans become ns (begun: decided then).
+  const bool evict_logits = !keep_begun && in_place && logits_written_fast(rec, logits);
+  if (!rec.deferred) {
+    opened();
     while (write_records_piece(rec)) {
     }
+  }
   // The engine's logits keep their bytes until the node computing them runs in the next step (the threads finish the
   // landscape before it, see idle_work_due; a new graph calls on_graph_rebuild first); a caller's own are copied.
   if (!in_place) {
     if (logits_copy_.size() < logits.size()) logits_copy_.resize(logits.size());
     std::memcpy(logits_copy_.data(), logits.data(), logits.size_bytes());
   }
-  PendingStep& next = pending_step_;
+  if (!keep_begun)
+    begin_pending(in_place ? logits : std::span<const float>(logits_copy_.data(), logits.size()), in_place,
+                  evict_logits);
   next.step = o.step, next.phase = o.phase, next.pos_begin = o.pos_begin, next.pos_end = o.pos_end;
   next.input_tokens.assign(o.input_tokens.begin(), o.input_tokens.end());
   next.sampled = o.sampled;
   next.end_of_generation = o.end_of_generation;
-  next.k = k;
   next.hidden_stats = readout_stats(o.hidden);
   next.start_ns = o.start_ns - t0_, next.end_ns = o.end_ns - t0_;
   next.n_ops = graph_->nodes().size();
   next.graph = step_graph_.back();
-  next.logits = in_place ? logits : std::span<const float>(logits_copy_.data(), logits.size());
-  next.logits_in_place = in_place;
-  next.evict_logits = evict_logits;
   next.records = rec.deferred ? &rec : nullptr;
-  next.landscape.begin(next.logits, landscape_k);
-  next.stage = rec.deferred ? PendingStep::RECORDS : PendingStep::LANDSCAPE;
-  next.next_piece = 0;
+  opened();
+  next.outcome_known = true;
   pending_.store(true, std::memory_order_release);
   running_ ^= 1;  // the next step's spans and choices go to the other records
   // Each buffer is written when it passes kFlushBytes (it is reserved twice that, so it never grows inside a
@@ -928,6 +996,17 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (nonfinite_) fail("--check-finite: {}", *nonfinite_);
 }
 
+void Tracer::begin_pending(std::span<const float> logits, bool in_place, bool evict) {
+  PendingStep& p = pending_step_;
+  p.k = std::min<int>(options_.logit_top_k, static_cast<int>(logits.size()));
+  p.logits = logits;
+  p.logits_in_place = in_place;
+  p.evict_logits = evict;
+  p.landscape.begin(logits, std::max(p.k, 2));  // the top-1/top-2 gap needs two
+  p.stage = PendingStep::LANDSCAPE;
+  p.next_piece = 0;
+}
+
 void Tracer::finish_previous_step() {
   while (previous_step_piece()) {
   }
@@ -936,12 +1015,8 @@ void Tracer::finish_previous_step() {
 bool Tracer::previous_step_piece() {
   if (!pending_.load(std::memory_order_acquire)) return false;
   PendingStep& l = pending_step_;
-  // Pieces of a fraction of a microsecond each: the records (write_records_piece); one pass of the landscape over
-  // one block; the logits' hash kHashPiece bytes at a time; the line's head, each top-k entry, the rest.
-  if (l.stage == PendingStep::RECORDS) {
-    if (!write_records_piece(*l.records)) l.stage = PendingStep::LANDSCAPE;
-    return true;
-  }
+  // Pieces of a fraction of a microsecond each: one pass of the landscape over one block; the logits' hash
+  // kHashPiece bytes at a time; the records (write_records_piece); the line's head, each top-k entry, the rest.
   if (l.stage == PendingStep::LANDSCAPE) {
     // One block a piece: a waiting thread goes on piece after piece until its barrier opens (idle_pieces), so a
     // piece that outlasts the wait delays its thread by at most one block.
@@ -953,8 +1028,6 @@ bool Tracer::previous_step_piece() {
         l.top_logits.push_back(l.logits[static_cast<size_t>(id)]);
         model_.tokenizer->prefetch_piece(id);  // read by the line's pieces, after the hash's
       }
-      const int32_t chosen = l.sampled.token;
-      l.chosen_logit = chosen >= 0 && static_cast<size_t>(chosen) < l.logits.size() ? l.logits[chosen] : 0.0f;
       l.stage = PendingStep::HASH;
       l.hashed = 0;
       logits_hash_.reset();
@@ -975,8 +1048,13 @@ bool Tracer::previous_step_piece() {
       l.logits_stats.min = land.min_logit, l.logits_stats.max = land.max_logit;
       l.logits_stats.mean = land.mean_logit, l.logits_stats.std = land.std_logit;
       l.logits_stats.hash = logits_hash_.digest();
-      l.stage = PendingStep::TEXT;
+      l.stage = PendingStep::RECORDS;
     }
+    return true;
+  }
+  TT_CHECK(l.outcome_known, "step {}'s records and line before its end", l.step);
+  if (l.stage == PendingStep::RECORDS) {
+    if (l.records == nullptr || !write_records_piece(*l.records)) l.stage = PendingStep::TEXT;
     return true;
   }
   const LogitLandscape& land = l.landscape.result();
@@ -988,6 +1066,12 @@ bool Tracer::previous_step_piece() {
   // Pieces of a fraction of a microsecond each: the head, each top-k entry, the rest.
   const int piece = l.next_piece++;
   if (piece == 0) {
+    // The chosen token's logit: mostly one of the top ids' (the hash may have let go of the logits' cache lines).
+    const int32_t chosen = l.sampled.token;
+    const auto top = std::find(land.top.begin(), land.top.end(), chosen);
+    l.chosen_logit = top != land.top.end() ? l.top_logits[static_cast<size_t>(top - land.top.begin())]
+                     : chosen >= 0 && static_cast<size_t>(chosen) < l.logits.size() ? l.logits[chosen]
+                                                                                    : 0.0f;
     j.clear();
     j.begin_object()
         .field("step", l.step)
@@ -997,7 +1081,6 @@ bool Tracer::previous_step_piece() {
     j.begin_array("input_tokens");
     for (int32_t t : l.input_tokens) j.value(t);
     j.end_array();
-    const int32_t chosen = l.sampled.token;
     if (chosen >= 0) {
       j.field("token", chosen)
           .field("token_text", text_of(chosen))
@@ -1055,6 +1138,7 @@ void Tracer::flush_steps() {
 
 void Tracer::finish_last_step() {
   SelfTimer timer{*this};
+  pool_.end_between_jobs_work();
   finish_previous_step();
 }
 
@@ -1113,10 +1197,16 @@ json Tracer::finish() {
                    {"peak_bytes", peak}},
                   -1);
   writer_.flush();
-  return {{"ops", writer_.op_count()},      {"spans", writer_.span_count()},
-          {"steps", step_graph_.size()},    {"graphs", graphs_.size()},
-          {"buffer_events", events.size()}, {"trace_bytes", writer_.bytes_written()},
-          {"tracer_ns", self_ns()},         {"records_chosen_waiting", records_chosen_waiting_}};
+  return {{"ops", writer_.op_count()},
+          {"spans", writer_.span_count()},
+          {"steps", step_graph_.size()},
+          {"graphs", graphs_.size()},
+          {"buffer_events", events.size()},
+          {"trace_bytes", writer_.bytes_written()},
+          {"tracer_ns", self_ns()},
+          {"records_chosen_waiting", records_chosen_waiting_},
+          {"steps_begun_between_runs", steps_begun_between_runs_},
+          {"begun_steps_given_up", begun_steps_given_up_}};
 }
 
 }  // namespace tt

@@ -53,10 +53,11 @@ uint64_t readout_hash(std::span<const float> v);  // XXH3-64 of the bytes
 
 class Tracer : public GenerateObserver {
  public:
-  Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int n_threads, uint64_t run_start_ns);
+  // `pool`: the engine's, whose threads do the tracer's work in their waits (it must outlive the tracer).
+  Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, ThreadPool& pool, uint64_t run_start_ns);
 
   void on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t pos_end) override;
-  void on_graph_ready(const Graph& g, const AllocPlan& plan) override;
+  void on_graph_ready(const Graph& g, const AllocPlan& plan, std::span<const float> logits) override;
   WorkerSpan* span_slots(int thread) override { return records_[running_].spans[thread].data(); }
   void on_worker_end(int thread, int node) override;
   bool wants_node_done() const override { return options_.values || options_.check_finite; }
@@ -69,6 +70,7 @@ class Tracer : public GenerateObserver {
   IdleWork idle_work() override;
   int idle_work_due(const Graph& g) override;
   void finish_due_idle_work() override;
+  IdleWork between_runs_work() override;
   // --prefetch: the prefetcher is told about each graph and each node start (not owned).
   void set_prefetcher(Prefetcher* p) { prefetcher_ = p; }
   ~Tracer() override;
@@ -173,7 +175,32 @@ class Tracer : public GenerateObserver {
   bool idle_pieces(bool choose, const IdleStop& stop);
   static bool idle_unit(void* self, const IdleStop& stop);  // IdleWork: idle_pieces(true, stop) on a waiting thread
   std::atomic<bool> idle_busy_{false};
-  uint64_t records_chosen_waiting_ = 0;   // by idle_unit over the run (run.json)
+  // Thread 0 takes idle_busy_ (lock_idle_work) between runs, where thread 1 may hold it for piece after piece
+  // (between_runs_unit): run_thread_waiting_ asks it to let go after its piece.
+  std::atomic<bool> run_thread_waiting_{false};
+  void lock_idle_work();
+  void unlock_idle_work() { idle_busy_.store(false, std::memory_order_release); }
+  // The logits a run leaves in the arena, which the threads but thread 0 begin the landscape and hash of once the run
+  // is done (between_runs_unit), while thread 0 samples and the step ends. Two, alternating by run: a thread late in
+  // one run's between-runs work never reads the next run's entry, whose logits are not written yet. `state`: OPEN
+  // until a thread takes it (OPENING, then BEGUN once pending_step_ is this step's) or thread 0 closes it at the
+  // step's end (CLOSED; also when it gives a begun step up). Thread 0 does not wait for a begun step's pieces: the
+  // step's end sets the fields they do not touch.
+  enum RunLogitsState : uint8_t { OPEN, OPENING, BEGUN, CLOSED };
+  struct RunLogits {
+    Tracer* tracer = nullptr;
+    std::span<const float> logits;
+    StepRecords* records = nullptr;  // the run's (for the flush decision)
+    std::atomic<uint8_t> state{CLOSED};
+  };
+  RunLogits run_logits_[2];
+  int run_slot_ = 0;  // the running step's
+  // IdleWork between runs: opens the run's step as pending_step_ (when the previous one is done) and does its
+  // landscape and hash pieces until stopped, asked by thread 0 or done with them.
+  static bool between_runs_unit(void* ctx, const IdleStop& stop);
+  uint64_t records_chosen_waiting_ = 0;  // by idle_unit over the run (run.json)
+  // Steps whose landscape a thread began between runs, and of them those given up (the caller's logits were others).
+  uint64_t steps_begun_between_runs_ = 0, begun_steps_given_up_ = 0;
   std::exception_ptr idle_failure_;       // thrown in idle_unit, rethrown on the run's thread
   std::atomic<bool> idle_failed_{false};  // a piece failed: no more idle work (the run ends with the failure)
   std::vector<uint32_t> layout_scratch_;
@@ -207,6 +234,9 @@ class Tracer : public GenerateObserver {
     std::vector<int32_t> input_tokens;
     SampleResult sampled;
     bool end_of_generation = false;
+    // The fields from `step` to here and `records` are set: false while only the logits are known (opened between
+    // runs, between_runs_unit): the landscape and hash may go on, the records and line wait for on_step_end.
+    bool outcome_known = false;
     int k = 0;  // top-k entries in the line
     // The step's: the engine's in place (they keep their bytes until the next step's output node, see idle_work_due)
     // or, given by another caller, in logits_copy_.
@@ -227,12 +257,18 @@ class Tracer : public GenerateObserver {
     ReadoutStats hidden_stats, logits_stats;
     uint64_t start_ns = 0, end_ns = 0, n_ops = 0;  // trace times
     int graph = 0;
-    enum Stage { RECORDS, LANDSCAPE, HASH, TEXT } stage = LANDSCAPE;
+    enum Stage { LANDSCAPE, HASH, RECORDS, TEXT } stage = LANDSCAPE;
     size_t hashed = 0;   // bytes of the logits in logits_hash_
     int next_piece = 0;  // TEXT: 0 the head; 1..k a top-k entry; k + 1 the rest, which appends it to steps_pending_
   };
   PendingStep pending_step_;
   std::atomic<bool> pending_{false};
+  // pending_step_ from a step's logits (the landscape and hash can begin): the rest (the fields from `step` to
+  // outcome_known, and `records`) is set by on_step_end.
+  void begin_pending(std::span<const float> logits, bool in_place, bool evict);
+  bool landscape_or_hash_pending() const {
+    return pending_.load(std::memory_order_relaxed) && pending_step_.stage <= PendingStep::HASH;
+  }
   std::vector<float> logits_copy_;
   // The first node of g writing any byte of `logits` (-1: none): the node the previous step's work is due before
   // (idle_work_due) and the one whose speed decides the flush (logits_written_fast). A patched graph writes the arena
@@ -259,6 +295,7 @@ class Tracer : public GenerateObserver {
   RunDirWriter& dir_;
   const Model& model_;
   TraceOptions options_;
+  ThreadPool& pool_;
   int n_threads_;
   uint64_t t0_;
   trace::TraceWriter writer_;
