@@ -1,8 +1,9 @@
 // The tracer observes the engine (graph, allocator, executor) and the sampler during generation and writes the
 // run directory: trace.bin (one OP record per executed graph node, SPAN records per worker), graphs/,
 // buffers.json, steps.jsonl. Compute threads only store two timestamps into their own preallocated slots. The rest
-// of the tracer's work is done while the threads wait at the executor's barriers: each record's form during the
-// step, and during the next step the step's records, logit landscape, logits' hash and steps.jsonl line.
+// of the tracer's work is done while the threads wait: each record's form at the step's barriers; the step's logit
+// landscape and logits' hash by the other threads once its graph has run, while thread 0 samples (between runs);
+// what is left of them, the step's records and its steps.jsonl line at the next step's barriers.
 #pragma once
 
 #include <atomic>
