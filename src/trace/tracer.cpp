@@ -702,8 +702,13 @@ bool Tracer::between_runs_unit(void* ctx, const IdleStop& stop) {
       r.state.store(BEGUN, std::memory_order_release);
     }
     // Only the landscape and hash of a step begun here: the records and line need the step's end, and thread 0
-    // meanwhile goes on to the next step's graph, which they read.
-    while (r.state.load(std::memory_order_relaxed) == BEGUN && (more = t.landscape_or_hash_pending()) &&
+    // meanwhile goes on to the next step's graph, which they read. Not a hash that lets go of the logits' cache lines
+    // (PendingStep::evict_logits): thread 0 may not have read them yet (sampling), and would read them from memory.
+    auto between_runs_piece_left = [&] {
+      return t.landscape_or_hash_pending() &&
+             !(t.pending_step_.stage == PendingStep::HASH && t.pending_step_.evict_logits);
+    };
+    while (r.state.load(std::memory_order_relaxed) == BEGUN && (more = between_runs_piece_left()) &&
            !stop.requested() && !t.run_thread_waiting_.load(std::memory_order_relaxed))
       t.previous_step_piece();
   } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
@@ -762,8 +767,9 @@ bool Tracer::logits_written_fast(const StepRecords& r, std::span<const float> lo
     if (s.start == 0 && s.end == 0) continue;
     ticks = std::max(ticks, s.end - s.start), ++workers;
   }
-  if (workers == 0 || r.ticks_after <= r.ticks_before) return false;
-  const auto ns = static_cast<double>(static_cast<uint64_t>((ticks * tick_scale(r)) >> 32));
+  if (workers == 0) return false;
+  // At the counter's rate over the run (r's own step may not have ended: the decision is made between runs).
+  const auto ns = static_cast<double>(ticks_to_ns(ticks));
   const double lines_a_worker = static_cast<double>(logits.size_bytes()) / kCacheLine / workers;
   return ns < kFastLineNs * lines_a_worker;
 }
