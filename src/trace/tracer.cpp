@@ -917,7 +917,9 @@ void Tracer::write_advance_run(const StepRecords& step, size_t first, size_t end
 
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{*this};
-  if (idle_failure_) std::rethrow_exception(std::exchange(idle_failure_, nullptr));
+  // A piece's failure (the flag first: a thread between runs may be setting it meanwhile).
+  if (idle_failed_.load(std::memory_order_acquire) && idle_failure_)
+    std::rethrow_exception(std::exchange(idle_failure_, nullptr));
   StepRecords& rec = records_[running_];
   rec.ticks_after = tick_count(), rec.ns_after = now_ns();
   std::span<const float> logits = o.logits;
