@@ -13,8 +13,8 @@
 
 namespace tt {
 
-// What idle work checks between its units: whether the barrier its thread waits at has opened. The default one
-// never asks to stop (work finished outside a wait).
+// What idle work checks between its units: whether the wait it fills has ended (its barrier has opened, or the next
+// job has come). The default one never asks to stop (work finished outside a wait).
 class IdleStop {
  public:
   IdleStop() = default;
@@ -27,10 +27,10 @@ class IdleStop {
   uint32_t waiting_phase_ = 0;
 };
 
-// Work a thread may do while it waits at a barrier instead of spinning: fn(ctx, stop) does short units (a fraction
-// of a microsecond each: a release that comes meanwhile waits for the current one) until stop.requested() or none is
-// left, and returns false once none is left. Checking between units, not after a fixed batch, keeps both the delay
-// past a release and the work left undone small.
+// Work a thread may do while it waits (at a barrier, or for the next job: ThreadPool::run's `between`) instead of
+// spinning: fn(ctx, stop) does short units (a fraction of a microsecond each: a release that comes meanwhile waits for
+// the current one) until stop.requested() or none is left, and returns false once none is left. Checking between
+// units, not after a fixed batch, keeps both the delay past a release and the work left undone small.
 struct IdleWork {
   bool (*fn)(void* ctx, const IdleStop& stop) = nullptr;
   void* ctx = nullptr;

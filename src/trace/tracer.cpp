@@ -653,9 +653,8 @@ bool Tracer::idle_pieces(bool choose, const IdleStop& stop) {
         more = false;
       }
     } while (more && !stop.requested());
-  } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
-    if (!idle_failure_) idle_failure_ = std::current_exception();
-    idle_failed_.store(true, std::memory_order_release);
+  } catch (...) {
+    keep_idle_failure();
   }
   idle_busy_.store(false, std::memory_order_release);
   return more;
@@ -672,10 +671,10 @@ void Tracer::finish_due_idle_work() {
     idle_pieces(false, IdleStop());
 }
 
-void Tracer::lock_idle_work() {
-  run_thread_waiting_.store(true, std::memory_order_relaxed);
-  while (idle_busy_.exchange(true, std::memory_order_acquire)) _mm_pause();
-  run_thread_waiting_.store(false, std::memory_order_relaxed);
+void Tracer::keep_idle_failure() {
+  // Not on a worker thread's stack: on_step_end rethrows it.
+  if (!idle_failure_) idle_failure_ = std::current_exception();
+  idle_failed_.store(true, std::memory_order_release);
 }
 
 IdleWork Tracer::between_runs_work() {
@@ -687,8 +686,7 @@ bool Tracer::between_runs_unit(void* ctx, const IdleStop& stop) {
   RunLogits& r = *static_cast<RunLogits*>(ctx);
   Tracer& t = *r.tracer;
   if (t.idle_failed_.load(std::memory_order_acquire) || r.state.load(std::memory_order_acquire) == CLOSED) return false;
-  if (t.run_thread_waiting_.load(std::memory_order_relaxed) || t.idle_busy_.exchange(true, std::memory_order_acquire))
-    return true;
+  if (t.idle_busy_.exchange(true, std::memory_order_acquire)) return true;
   bool more = false;
   try {
     // The run's step, unless the previous one is still pending (its logits were a copy: no node waited for it).
@@ -708,15 +706,13 @@ bool Tracer::between_runs_unit(void* ctx, const IdleStop& stop) {
       return t.landscape_or_hash_pending() &&
              !(t.pending_step_.stage == PendingStep::HASH && t.pending_step_.evict_logits);
     };
-    while (r.state.load(std::memory_order_relaxed) == BEGUN && (more = between_runs_piece_left()) &&
-           !stop.requested() && !t.run_thread_waiting_.load(std::memory_order_relaxed))
+    while (r.state.load(std::memory_order_relaxed) == BEGUN && (more = between_runs_piece_left()) && !stop.requested())
       t.previous_step_piece();
-  } catch (...) {  // not on a worker thread's stack: on_step_end rethrows it
-    if (!t.idle_failure_) t.idle_failure_ = std::current_exception();
-    t.idle_failed_.store(true, std::memory_order_release);
+  } catch (...) {
+    t.keep_idle_failure();
     more = false;
   }
-  t.unlock_idle_work();
+  t.idle_busy_.store(false, std::memory_order_release);
   return more;
 }
 
@@ -937,10 +933,9 @@ void Tracer::on_step_end(const StepOutcome& o) {
       while (run.state.load(std::memory_order_acquire) == OPENING) _mm_pause();
   };
   if (begun && !keep_begun) {
-    lock_idle_work();
+    pool_.end_between_jobs_work();  // no thread is on it any more
     run.state.store(CLOSED, std::memory_order_relaxed);
     pending_.store(false, std::memory_order_relaxed), ++begun_steps_given_up_;
-    unlock_idle_work();
   }
   PendingStep& next = pending_step_;
   // What is left of the previous step's records, landscape and line (begun: none, this step's output node waited for
@@ -962,7 +957,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
   // The records wait for the next step's barriers when each follows from its node's previous record (a whole
   // record reads the graph, which the next step patches); else they go now.
   rec.deferred = rec.compact && rec.full == 0 && !options_.io;
-  const bool in_place = in_arena(*graph_, logits);
+  const bool in_place = keep_begun || in_arena(*graph_, logits);
   // Before the spans become ns (begun: decided then).
   const bool evict_logits = !keep_begun && in_place && logits_written_fast(rec, logits);
   if (!rec.deferred) {

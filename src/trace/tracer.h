@@ -176,17 +176,12 @@ class Tracer : public GenerateObserver {
   bool idle_pieces(bool choose, const IdleStop& stop);
   static bool idle_unit(void* self, const IdleStop& stop);  // IdleWork: idle_pieces(true, stop) on a waiting thread
   std::atomic<bool> idle_busy_{false};
-  // Thread 0 takes idle_busy_ (lock_idle_work) between runs, where thread 1 may hold it for piece after piece
-  // (between_runs_unit): run_thread_waiting_ asks it to let go after its piece.
-  std::atomic<bool> run_thread_waiting_{false};
-  void lock_idle_work();
-  void unlock_idle_work() { idle_busy_.store(false, std::memory_order_release); }
   // The logits a run leaves in the arena, which the threads but thread 0 begin the landscape and hash of once the run
   // is done (between_runs_unit), while thread 0 samples and the step ends. Two, alternating by run: a thread late in
   // one run's between-runs work never reads the next run's entry, whose logits are not written yet. `state`: OPEN
   // until a thread takes it (OPENING, then BEGUN once pending_step_ is this step's) or thread 0 closes it at the
-  // step's end (CLOSED; also when it gives a begun step up). Thread 0 does not wait for a begun step's pieces: the
-  // step's end sets the fields they do not touch.
+  // step's end (CLOSED; also when it gives a begun step up, after ending the pool's between-jobs work). Thread 0 does
+  // not wait for a begun step's pieces it keeps: the step's end sets the fields they do not touch.
   enum RunLogitsState : uint8_t { OPEN, OPENING, BEGUN, CLOSED };
   struct RunLogits {
     Tracer* tracer = nullptr;
@@ -197,13 +192,14 @@ class Tracer : public GenerateObserver {
   RunLogits run_logits_[2];
   int run_slot_ = 0;  // the running step's
   // IdleWork between runs: opens the run's step as pending_step_ (when the previous one is done) and does its
-  // landscape and hash pieces until stopped, asked by thread 0 or done with them.
+  // landscape and hash pieces until stopped (the next run, or the pool's end_between_jobs_work) or done with them.
   static bool between_runs_unit(void* ctx, const IdleStop& stop);
   uint64_t records_chosen_waiting_ = 0;  // by idle_unit over the run (run.json)
   // Steps whose landscape a thread began between runs, and of them those given up (the caller's logits were others).
   uint64_t steps_begun_between_runs_ = 0, begun_steps_given_up_ = 0;
-  std::exception_ptr idle_failure_;       // thrown in idle_unit, rethrown on the run's thread
+  std::exception_ptr idle_failure_;       // thrown in a piece of idle work, rethrown on the run's thread
   std::atomic<bool> idle_failed_{false};  // a piece failed: no more idle work (the run ends with the failure)
+  void keep_idle_failure();               // in a catch block of idle work
   std::vector<uint32_t> layout_scratch_;
   std::vector<uint64_t> fields_scratch_;
   void fill_placement(trace::OpRecord& r, const Node& n);  // every field of the op's tensors and ranges
