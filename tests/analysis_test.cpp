@@ -10,6 +10,7 @@
 
 #include "analysis/cache_sim.h"
 #include "analysis/diff.h"
+#include "analysis/thread_time.h"
 #include "core/error.h"
 #include "support/paths.h"
 #include "trace/experiment.h"
@@ -246,8 +247,19 @@ TEST(AnalysisRun, StoriesReport) {
         EXPECT_EQ(x["misses"], m["misses"]);
       }
 
+  // Thread time: one thread, whose time in nodes and outside them make up each step.
+  for (const auto& [phase, p] : r["thread_time"]["phases"].items()) {
+    ASSERT_EQ(p["threads"].size(), 1u) << phase;
+    const auto& th = p["threads"][0];
+    EXPECT_EQ(th["busy_ns_total"].get<uint64_t>() + th["outside_ns_total"].get<uint64_t>(),
+              p["step_ns_total"].get<uint64_t>())
+        << phase;
+    EXPECT_GT(th["busy_ns_total"].get<uint64_t>(), 0u) << phase;
+    EXPECT_LE(th["busy_ns_median_step"].get<double>(), p["step_ns_median"].get<double>()) << phase;
+  }
   const std::string text = render_text(r);
   EXPECT_NE(text.find("== Order of MODEL_FILE reads =="), std::string::npos);
+  EXPECT_NE(text.find("== Thread time, GENERATE"), std::string::npos);
   EXPECT_NE(text.find("== Cache simulation"), std::string::npos);
   const std::string figs = ::testing::TempDir() + "tt-analysis-figs";
   std::filesystem::create_directories(figs);
@@ -257,6 +269,62 @@ TEST(AnalysisRun, StoriesReport) {
     in.read(head.data(), 4);
     EXPECT_EQ(head, "<svg") << f;
   }
+}
+
+uint64_t t1_total(const nlohmann::json& r) {
+  const nlohmann::json& t1 = r["phases"]["GENERATE"]["threads"][1];
+  return t1["busy_ns_total"].get<uint64_t>() + t1["outside_ns_total"].get<uint64_t>();
+}
+
+// Two threads, hand-placed spans (ns): the gaps are the parts of [start, end) that no span of the thread covers.
+TEST(AnalysisThreadTime, GapsAndBusyTimeFromSpans) {
+  trace::TraceContents t;
+  auto step = [&](uint32_t n, Phase phase, uint64_t start, uint64_t end, bool ended) {
+    trace::StepMarker m;
+    m.step = n, m.phase = phase, m.start_ns = start, m.end_ns = end, m.ended = ended;
+    t.steps.push_back(m);
+  };
+  auto span = [&](uint32_t n, uint16_t thread, uint64_t start, uint64_t end) {
+    t.spans.push_back({n, 0, thread, start, end});
+  };
+  step(0, Phase::PROMPT, 0, 1000, true);
+  span(0, 0, 0, 1000);
+  span(0, 1, 200, 700);
+  step(1, Phase::GENERATE, 1000, 11000, true);
+  // Thread 0: one gap of 1000. Thread 1: gaps 1000, 500, 4500; its last span ends after the step and counts to the end.
+  span(1, 0, 7000, 11000);  // out of order: sorted by the analysis
+  span(1, 0, 1000, 4000);
+  span(1, 0, 4000, 6000);
+  span(1, 1, 2000, 4000);
+  span(1, 1, 4500, 6000);
+  span(1, 1, 10500, 12000);
+  step(2, Phase::GENERATE, 11000, 12000, false);  // not ended: left out
+  span(2, 0, 11000, 12000);
+
+  const nlohmann::json r = thread_time(t);
+  ASSERT_TRUE(r["phases"].contains("GENERATE")) << r.dump();
+  const nlohmann::json& g = r["phases"]["GENERATE"];
+  EXPECT_EQ(g["steps"], 1);
+  EXPECT_DOUBLE_EQ(g["step_ns_median"].get<double>(), 10000);
+  ASSERT_EQ(g["threads"].size(), 2u);
+  const nlohmann::json& t0 = g["threads"][0];
+  EXPECT_DOUBLE_EQ(t0["busy_ns_median_step"].get<double>(), 9000);
+  EXPECT_EQ(t0["busy_ns_total"], 9000u);
+  EXPECT_EQ(t1_total(r), 10000u);
+  EXPECT_DOUBLE_EQ(t0["outside_ns_median_step"].get<double>(), 1000);
+  EXPECT_DOUBLE_EQ(t0["gaps_median_step"].get<double>(), 1);
+  EXPECT_DOUBLE_EQ(t0["outside_share_in_short_gaps"].get<double>(), 0);  // 1000 ns is not under 1 us
+  const nlohmann::json& t1 = g["threads"][1];
+  EXPECT_DOUBLE_EQ(t1["busy_ns_median_step"].get<double>(), 4000);
+  EXPECT_DOUBLE_EQ(t1["outside_ns_median_step"].get<double>(), 6000);
+  EXPECT_DOUBLE_EQ(t1["gaps_median_step"].get<double>(), 3);
+  EXPECT_DOUBLE_EQ(t1["gap_median_ns"].get<double>(), 1000);
+  EXPECT_DOUBLE_EQ(t1["gap_p90_ns"].get<double>(), 4500);
+  EXPECT_DOUBLE_EQ(t1["outside_share_in_short_gaps"].get<double>(), 500.0 / 6000);
+  // The prompt step: thread 1 waits before and after its share.
+  const nlohmann::json& p1 = r["phases"]["PROMPT"]["threads"][1];
+  EXPECT_DOUBLE_EQ(p1["busy_ns_median_step"].get<double>(), 500);
+  EXPECT_DOUBLE_EQ(p1["gaps_median_step"].get<double>(), 2);
 }
 
 TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {

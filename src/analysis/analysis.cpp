@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "analysis/bandwidth.h"
+#include "analysis/thread_time.h"
 #include "core/error.h"
 
 namespace tt::analysis {
@@ -586,6 +587,7 @@ json analyze_run(const RunFiles& run, const AnalyzeOptions& opt) {
           {"op", best_kind}, {"bytes_per_s", best}, {"fraction_of_bandwidth", ref > 0 ? best / ref : 0.0}};
     }
     report["speed"] = speed;
+    report["thread_time"] = thread_time(t);
   }
 
   // ---- Predictability ----

@@ -175,6 +175,20 @@ std::string render_text(const json& r) {
                      pct(sp["fastest_op_kind"]["fraction_of_bandwidth"]));
   }
 
+  if (r.contains("thread_time"))
+    for (const auto& [phase, p] : r["thread_time"]["phases"].items()) {
+      o += fmt::format("\n== Thread time, {} ({} steps, median {:.1f} us) ==\n", phase, p["steps"].get<uint64_t>(),
+                       p["step_ns_median"].get<double>() / 1e3);
+      o += fmt::format("  {:>6} {:>13} {:>13} {:>10} {:>11} {:>11} {:>14}\n", "thread", "in nodes/step", "outside/step",
+                       "gaps/step", "gap median", "gap p90", "outside in <1us");
+      for (const json& th : p["threads"])
+        o += fmt::format("  {:>6} {:>10.1f} us {:>10.1f} us {:>10.1f} {:>8.2f} us {:>8.2f} us {:>14}\n",
+                         th["thread"].get<int>(), th["busy_ns_median_step"].get<double>() / 1e3,
+                         th["outside_ns_median_step"].get<double>() / 1e3, th["gaps_median_step"].get<double>(),
+                         th["gap_median_ns"].get<double>() / 1e3, th["gap_p90_ns"].get<double>() / 1e3,
+                         pct(th["outside_share_in_short_gaps"]));
+    }
+
   if (r.contains("io")) {
     const json& io = r["io"];
     o += "\n== I/O (run --io-trace) ==\n";

@@ -1,0 +1,110 @@
+#include "analysis/thread_time.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <vector>
+
+#include "model/generate.h"
+
+namespace tt::analysis {
+
+using nlohmann::json;
+
+namespace {
+
+// The gaps of one thread in one step: the parts of [begin, end) that none of its spans cover.
+struct ThreadStep {
+  uint64_t busy_ns = 0, outside_ns = 0;
+  std::vector<uint64_t> gaps;
+};
+
+ThreadStep measure_thread(std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t begin, uint64_t end) {
+  ThreadStep s;
+  std::sort(spans.begin(), spans.end());
+  uint64_t cursor = begin;  // covered up to here
+  for (auto [a, b] : spans) {
+    a = std::clamp(a, begin, end), b = std::clamp(b, begin, end);
+    if (b <= cursor) continue;  // inside what is covered already (or outside the step)
+    if (a > cursor) s.gaps.push_back(a - cursor);
+    s.busy_ns += b - std::max(a, cursor);
+    cursor = b;
+  }
+  if (end > cursor) s.gaps.push_back(end - cursor);
+  for (uint64_t g : s.gaps) s.outside_ns += g;
+  return s;
+}
+
+double quantile(std::vector<uint64_t> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5));
+  return static_cast<double>(v[i]);
+}
+
+}  // namespace
+
+json thread_time(const trace::TraceContents& t) {
+  constexpr uint64_t kShortGapNs = 1000;
+  // [step][thread] -> spans
+  std::map<uint32_t, std::map<uint16_t, std::vector<std::pair<uint64_t, uint64_t>>>> spans;
+  for (const trace::SpanRecord& s : t.spans)
+    if (s.end_ns >= s.start_ns) spans[s.step][s.thread].push_back({s.start_ns, s.end_ns});
+  uint16_t n_threads = 0;
+  for (const auto& [step, threads] : spans)
+    if (!threads.empty()) n_threads = std::max<uint16_t>(n_threads, threads.rbegin()->first + 1);
+
+  // Per phase, per step: the step's length and, per thread, its time in shares, outside them and its gaps.
+  struct Acc {
+    std::vector<uint64_t> step_ns;
+    std::vector<std::vector<uint64_t>> busy, outside, n_gaps;  // [thread][step]
+    std::vector<std::vector<uint64_t>> gaps;                   // [thread] every gap of every step
+    std::vector<uint64_t> short_ns, outside_ns;                // [thread] sums: in gaps < kShortGapNs, all
+  };
+  std::map<std::string, Acc> phases;
+  for (const trace::StepMarker& m : t.steps) {
+    const auto it = spans.find(m.step);
+    if (!m.ended || m.end_ns <= m.start_ns || it == spans.end()) continue;
+    Acc& a = phases[phase_name(m.phase)];
+    if (a.busy.empty()) {
+      a.busy.resize(n_threads), a.outside.resize(n_threads), a.n_gaps.resize(n_threads), a.gaps.resize(n_threads);
+      a.short_ns.assign(n_threads, 0), a.outside_ns.assign(n_threads, 0);
+    }
+    a.step_ns.push_back(m.end_ns - m.start_ns);
+    for (uint16_t th = 0; th < n_threads; ++th) {
+      std::vector<std::pair<uint64_t, uint64_t>> none;
+      auto found = it->second.find(th);
+      const ThreadStep s = measure_thread(found == it->second.end() ? none : found->second, m.start_ns, m.end_ns);
+      a.busy[th].push_back(s.busy_ns), a.outside[th].push_back(s.outside_ns), a.n_gaps[th].push_back(s.gaps.size());
+      a.outside_ns[th] += s.outside_ns;
+      for (uint64_t g : s.gaps) {
+        if (g < kShortGapNs) a.short_ns[th] += g;
+        a.gaps[th].push_back(g);
+      }
+    }
+  }
+
+  // Medians over steps: a run's first steps (a new graph, cold caches) can be tens of times longer.
+  json out = {{"short_gap_ns", kShortGapNs}, {"phases", json::object()}};
+  for (const auto& [phase, a] : phases) {
+    json threads = json::array();
+    for (uint16_t th = 0; th < n_threads; ++th)
+      threads.push_back({{"thread", th},
+                         {"busy_ns_total", std::accumulate(a.busy[th].begin(), a.busy[th].end(), uint64_t{0})},
+                         {"outside_ns_total", a.outside_ns[th]},
+                         {"busy_ns_median_step", quantile(a.busy[th], 0.5)},
+                         {"outside_ns_median_step", quantile(a.outside[th], 0.5)},
+                         {"gaps_median_step", quantile(a.n_gaps[th], 0.5)},
+                         {"gap_median_ns", quantile(a.gaps[th], 0.5)},
+                         {"gap_p90_ns", quantile(a.gaps[th], 0.9)},
+                         {"outside_share_in_short_gaps",
+                          a.outside_ns[th] ? static_cast<double>(a.short_ns[th]) / a.outside_ns[th] : 0.0}});
+    out["phases"][phase] = {{"steps", a.step_ns.size()},
+                            {"step_ns_total", std::accumulate(a.step_ns.begin(), a.step_ns.end(), uint64_t{0})},
+                            {"step_ns_median", quantile(a.step_ns, 0.5)},
+                            {"threads", threads}};
+  }
+  return out;
+}
+
+}  // namespace tt::analysis
