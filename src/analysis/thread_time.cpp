@@ -44,11 +44,11 @@ double quantile(std::vector<uint64_t> v, double q) {
 
 }  // namespace
 
-json thread_time(const trace::TraceContents& t) {
+json thread_time(std::span<const trace::StepMarker> steps, std::span<const trace::SpanRecord> all_spans) {
   constexpr uint64_t kShortGapNs = 1000;
   // [step][thread] -> spans
   std::map<uint32_t, std::map<uint16_t, std::vector<std::pair<uint64_t, uint64_t>>>> spans;
-  for (const trace::SpanRecord& s : t.spans)
+  for (const trace::SpanRecord& s : all_spans)
     if (s.end_ns >= s.start_ns) spans[s.step][s.thread].push_back({s.start_ns, s.end_ns});
   uint16_t n_threads = 0;
   for (const auto& [step, threads] : spans)
@@ -62,7 +62,7 @@ json thread_time(const trace::TraceContents& t) {
     std::vector<uint64_t> short_ns, outside_ns;                // [thread] sums: in gaps < kShortGapNs, all
   };
   std::map<std::string, Acc> phases;
-  for (const trace::StepMarker& m : t.steps) {
+  for (const trace::StepMarker& m : steps) {
     const auto it = spans.find(m.step);
     if (!m.ended || m.end_ns <= m.start_ns || it == spans.end()) continue;
     Acc& a = phases[phase_name(m.phase)];

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "trace/trace_file.h"
 
@@ -14,6 +15,7 @@ namespace tt::analysis {
 // median step's time in node shares and outside them, the gaps in it (maximal stretches of [step begin, step end)
 // outside the thread's shares), the gaps' median and 90th percentile over all steps, and the share of the outside
 // time in gaps shorter than short_gap_ns (1 us). Steps without spans are left out.
-nlohmann::json thread_time(const trace::TraceContents& t);
+nlohmann::json thread_time(std::span<const trace::StepMarker> steps, std::span<const trace::SpanRecord> spans);
+inline nlohmann::json thread_time(const trace::TraceContents& t) { return thread_time(t.steps, t.spans); }
 
 }  // namespace tt::analysis

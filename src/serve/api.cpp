@@ -10,10 +10,11 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "analysis/thread_time.h"
 #include "core/error.h"
-#include "trace/trace_file.h"
 #include "core/shape.h"
 #include "core/text.h"
+#include "trace/trace_file.h"
 
 namespace tt::serve {
 namespace {
@@ -131,8 +132,7 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
       const int g = s.value("graph", 0);
       if (step_graph_.size() <= step) step_graph_.resize(step + 1, -1);
       step_graph_[step] = g;
-      if (!graphs_.count(g))
-        graphs_[g] = read_json_file(root / "graphs" / fmt::format("graph-{:04}.json", g), false);
+      if (!graphs_.count(g)) graphs_[g] = read_json_file(root / "graphs" / fmt::format("graph-{:04}.json", g), false);
     }
   }
   {
@@ -245,9 +245,10 @@ void ServedRun::load_buffers() {
     if (it == buffers_.end()) {
       Buffer nb;
       nb.id = id;
-      nb.pool = pool == "KV_CACHE" ? Pool::KV_CACHE : pool == "SCRATCH" ? Pool::SCRATCH
-                : pool == "INPUT"  ? Pool::INPUT
-                                   : Pool::ACTIVATION;
+      nb.pool = pool == "KV_CACHE"  ? Pool::KV_CACHE
+                : pool == "SCRATCH" ? Pool::SCRATCH
+                : pool == "INPUT"   ? Pool::INPUT
+                                    : Pool::ACTIVATION;
       nb.size = end;
       buffers_.push_back(nb);
     } else {
@@ -321,7 +322,8 @@ json ServedRun::run_json() const {
       times.push_back({markers_[st].start_ns, markers_[st].end_ns, phase_name(markers_[st].phase)});
     } else {
       const auto [b, e] = step_ops_[st];
-      times.push_back({b < e ? ops_[b].start_ns : 0, b < e ? ops_[e - 1].end_ns : 0, b < e ? phase_name(ops_[b].phase) : "?"});
+      times.push_back(
+          {b < e ? ops_[b].start_ns : 0, b < e ? ops_[e - 1].end_ns : 0, b < e ? phase_name(ops_[b].phase) : "?"});
     }
   }
   derived["step_times"] = std::move(times);
@@ -407,8 +409,9 @@ json ServedRun::op_row(size_t i) const {
     row["fused"] = f;
   }
   if (o.has_stats)
-    row["stats"] = {{"min", o.stats.min}, {"max", o.stats.max}, {"mean", o.stats.mean},
-                    {"nan", o.stats.nan_count}, {"inf", o.stats.inf_count}, {"hash", fmt::format("{:016x}", o.stats.hash)}};
+    row["stats"] = {{"min", o.stats.min},       {"max", o.stats.max},
+                    {"mean", o.stats.mean},     {"nan", o.stats.nan_count},
+                    {"inf", o.stats.inf_count}, {"hash", fmt::format("{:016x}", o.stats.hash)}};
   return row;
 }
 
@@ -437,9 +440,12 @@ json ServedRun::ops(const Params& p) const {
   int phase = -1;
   if (has(p, "phase")) {
     const std::string& ph = p.at("phase");
-    if (ph == "PROMPT") phase = 0;
-    else if (ph == "GENERATE") phase = 1;
-    else bad(400, fmt::format("parameter 'phase': '{}' is not PROMPT or GENERATE", ph));
+    if (ph == "PROMPT")
+      phase = 0;
+    else if (ph == "GENERATE")
+      phase = 1;
+    else
+      bad(400, fmt::format("parameter 'phase': '{}' is not PROMPT or GENERATE", ph));
   }
   const std::string name = ascii_lower(has(p, "name") ? p.at("name") : "");
   const bool views = get_bool(p, "views", true);
@@ -487,8 +493,9 @@ json ServedRun::spans(const Params& p) const {
   const int64_t px = get_int(p, "px", 1500, 1, 20000);
   const int64_t limit = get_int(p, "limit", 20000, 0, 200000);
   const double lo = std::max(0.0, t0 - static_cast<double>(max_span_ns_));
-  auto first = std::lower_bound(spans_.begin(), spans_.end(), lo,
-                                [](const trace::SpanRecord& s, double v) { return static_cast<double>(s.start_ns) < v; });
+  auto first = std::lower_bound(spans_.begin(), spans_.end(), lo, [](const trace::SpanRecord& s, double v) {
+    return static_cast<double>(s.start_ns) < v;
+  });
   std::vector<const trace::SpanRecord*> in;
   for (auto it = first; it != spans_.end() && static_cast<double>(it->start_ns) <= t1; ++it)
     if (static_cast<double>(it->end_ns) >= t0) in.push_back(&*it);
@@ -568,7 +575,9 @@ json ServedRun::graph(const Params& p) const {
     timing.push_back({o.node, o.start_ns, o.end_ns, o.thread, i});
   }
   if (get_bool(p, "timing_only", false))
-    return {{"step", step}, {"graph_id", gid}, {"timing_columns", {"node", "start_ns", "end_ns", "thread", "i"}},
+    return {{"step", step},
+            {"graph_id", gid},
+            {"timing_columns", {"node", "start_ns", "end_ns", "thread", "i"}},
             {"timing", std::move(timing)}};
   return {{"step", step},
           {"graph_id", gid},
@@ -633,7 +642,8 @@ json ServedRun::heatmap(const Params& p) const {
   const int64_t bins = get_int(p, "bins", 1000, 1, 20000);
   const int64_t tbins = get_int(p, "track_bins", 512, 1, 20000);
   const double start = get_num(p, "start", 0, 0, static_cast<double>(std::max<uint64_t>(file_size, 1)));
-  const double end = get_num(p, "end", static_cast<double>(file_size), 0, static_cast<double>(std::max<uint64_t>(file_size, 1)));
+  const double end =
+      get_num(p, "end", static_cast<double>(file_size), 0, static_cast<double>(std::max<uint64_t>(file_size, 1)));
   if (end <= start) bad(400, "parameter 'end' must be greater than 'start'");
   const double width = (end - start) / static_cast<double>(bins);
 
@@ -686,8 +696,10 @@ json ServedRun::heatmap(const Params& p) const {
     const double tw = static_cast<double>(std::max<uint64_t>(tr.size, 1)) / static_cast<double>(tbins);
     add_range(t.write ? tr.write : tr.read, 0, tw, w->second.second + t.offset, w->second.second + t.offset + t.length,
               static_cast<double>(n));
-    if (&tr == &kv) (t.write ? kv_written : kv_read) += t.length * n;
-    else (t.write ? act_written : act_read) += t.length * n;
+    if (&tr == &kv)
+      (t.write ? kv_written : kv_read) += t.length * n;
+    else
+      (t.write ? act_written : act_read) += t.length * n;
   }
   json tensor_rows = json::array();
   for (size_t i = 0; i < tensors.size(); ++i)
@@ -701,10 +713,18 @@ json ServedRun::heatmap(const Params& p) const {
       const auto base = entry.second;
       auto it = std::find_if(buffers_.begin(), buffers_.end(), [id](const Buffer& b) { return b.id == id; });
       if (it == buffers_.end()) continue;  // bases are built from buffers_, so this cannot happen
-      segs.push_back({{"buffer_id", id}, {"name", it->name}, {"pool", pool_name(it->pool)}, {"start", base}, {"end", base + it->size}});
+      segs.push_back({{"buffer_id", id},
+                      {"name", it->name},
+                      {"pool", pool_name(it->pool)},
+                      {"start", base},
+                      {"end", base + it->size}});
     }
-    tracks.push_back({{"name", t->name}, {"size", t->size}, {"bins", tbins}, {"segments", segs},
-                      {"read", rounded(t->read, tw)}, {"write", rounded(t->write, tw)}});
+    tracks.push_back({{"name", t->name},
+                      {"size", t->size},
+                      {"bins", tbins},
+                      {"segments", segs},
+                      {"read", rounded(t->read, tw)},
+                      {"write", rounded(t->write, tw)}});
   }
   return {{"step", step},
           {"cumulative", cumulative},
@@ -715,8 +735,12 @@ json ServedRun::heatmap(const Params& p) const {
           {"file", rounded(file, width)},
           {"tensor_columns", {"tensor", "reads", "bytes"}},
           {"tensors", std::move(tensor_rows)},
-          {"bytes", {{"file", file_bytes}, {"kv_read", kv_read}, {"kv_written", kv_written},
-                     {"activation_read", act_read}, {"activation_written", act_written}}},
+          {"bytes",
+           {{"file", file_bytes},
+            {"kv_read", kv_read},
+            {"kv_written", kv_written},
+            {"activation_read", act_read},
+            {"activation_written", act_written}}},
           {"tracks", std::move(tracks)}};
 }
 
@@ -769,14 +793,16 @@ json ServedRun::compute_summary() const {
   for (const auto& [l, ns] : layer_ns) layers.push_back({{"layer", l >= 0 ? json(l) : json()}, {"ns", ns}});
   json kinds = json::array();
   for (size_t k = 0; k < nk; ++k)
-    if (kind_count[k]) kinds.push_back({{"op", op_name(static_cast<OpKind>(k))}, {"count", kind_count[k]}, {"ns", kind_ns[k]}});
+    if (kind_count[k])
+      kinds.push_back({{"op", op_name(static_cast<OpKind>(k))}, {"count", kind_count[k]}, {"ns", kind_ns[k]}});
   std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> hot(tensor_reads.begin(), tensor_reads.end());
   std::sort(hot.begin(), hot.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
   if (hot.size() > 25) hot.resize(25);
   json hottest = json::array();
   for (const auto& [name, rb] : hot) hottest.push_back({{"name", name}, {"reads", rb.first}, {"bytes", rb.second}});
-  return {{"steps", std::move(steps)}, {"layers", std::move(layers)}, {"op_kinds", std::move(kinds)},
-          {"hottest_tensors", std::move(hottest)}, {"peak_buffer_bytes", peak_bytes_}};
+  return {{"steps", std::move(steps)},        {"layers", std::move(layers)},
+          {"op_kinds", std::move(kinds)},     {"hottest_tensors", std::move(hottest)},
+          {"peak_buffer_bytes", peak_bytes_}, {"thread_time", analysis::thread_time(markers_, spans_)}};
 }
 
 Api::Api(const std::vector<std::string>& run_dirs) {
@@ -810,16 +836,26 @@ Response Api::handle(const std::string& path, const Params& params) const {
       const ServedRun& r = *runs_[index];
       const std::string what = parts.size() >= 4 ? parts[3] : "run";
       if (parts.size() > 4) return error(404, "unknown route " + path);
-      if (what == "run") body = r.run_json();
-      else if (what == "memory-map") body = r.memory_map();
-      else if (what == "steps") body = r.steps(params);
-      else if (what == "ops") body = r.ops(params);
-      else if (what == "spans") body = r.spans(params);
-      else if (what == "graph") body = r.graph(params);
-      else if (what == "buffers") body = r.buffers(params);
-      else if (what == "heatmap") body = r.heatmap(params);
-      else if (what == "summary") body = r.summary();
-      else return error(404, "unknown route " + path);
+      if (what == "run")
+        body = r.run_json();
+      else if (what == "memory-map")
+        body = r.memory_map();
+      else if (what == "steps")
+        body = r.steps(params);
+      else if (what == "ops")
+        body = r.ops(params);
+      else if (what == "spans")
+        body = r.spans(params);
+      else if (what == "graph")
+        body = r.graph(params);
+      else if (what == "buffers")
+        body = r.buffers(params);
+      else if (what == "heatmap")
+        body = r.heatmap(params);
+      else if (what == "summary")
+        body = r.summary();
+      else
+        return error(404, "unknown route " + path);
     }
     return {200, body.dump(-1, ' ', false, json::error_handler_t::replace)};
   } catch (const ApiError& e) {

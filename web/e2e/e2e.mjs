@@ -167,6 +167,7 @@ async function main() {
     await page.locator('#logits').screenshot({ path: join(shots, 'logits.png') });
     check(Number(await page.getAttribute('#summary-canvas', 'data-steps')) === info.derived.steps, 'summary per step');
     check((await page.locator('#hottest tr').count()) > 5, 'hottest tensors listed');
+    check((await page.locator('#threads tr.thread-row').count()) === info.derived.threads, 'thread time: a row per thread');
     await page.locator('#summary').screenshot({ path: join(shots, 'summary.png') });
     // compare mode
     check((await page.locator('#compare-ops tr').count()) > 5, 'compare: time per op kind A vs B');

@@ -24,9 +24,14 @@ export interface Spans { t0: number; t1: number; threads: number; count: number;
 export interface GraphResp { step: number; graph_id: number; graph: { nodes: any[]; edges: any[] }; timing: number[][] }
 export interface BuffersResp { t0: number; t1: number; px: number; pools: string[]; live_max: Record<string, number[]>;
   peak: { bytes: number; t_ns: number }; event_count: number; events: any[][]; steps: any[] }
+// Per phase, where each thread is during the median step (the server's analysis::thread_time).
+export interface ThreadTimeRow { thread: number; busy_ns_median_step: number; outside_ns_median_step: number;
+  gaps_median_step: number; gap_median_ns: number; gap_p90_ns: number; outside_share_in_short_gaps: number }
+export interface ThreadTime { short_gap_ns: number;
+  phases: Record<string, { steps: number; step_ns_median: number; threads: ThreadTimeRow[] }> }
 export interface Summary { steps: StepRow[]; layers: { layer: number | null; ns: number }[];
   op_kinds: { op: string; count: number; ns: number }[]; hottest_tensors: { name: string; reads: number; bytes: number }[];
-  peak_buffer_bytes: number }
+  peak_buffer_bytes: number; thread_time?: ThreadTime }
 
 export async function getJSON<T>(url: string, signal?: AbortSignal): Promise<T> {
   const r = await fetch(url, { signal });

@@ -89,7 +89,30 @@ export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): HTMLE
       el('div', {}, `read from the file: ${formatBytes(fileTotal)}`), el('div', {}, `read from buffers: ${formatBytes(bufTotal)}`),
       el('div', {}, `peak runtime memory: ${formatBytes(sum.peak_buffer_bytes)}`),
       el('div', { class: 'muted' }, `model ${ctx.map.file} (${formatBytes(ctx.map.file_size)})`));
-    grid.replaceChildren(totals, layers, kinds, hot);
+    grid.replaceChildren(totals, layers, kinds, hot, threadsCard(sum));
+  }
+
+  // Each thread's median generation step (else the prompt's): in node shares (bar) and outside them, and how the
+  // outside time is cut up: many sub-microsecond gaps are idle time too short to hold other work.
+  function threadsCard(sum: Summary): HTMLElement {
+    const card = el('div', { class: 'card wide', id: 'threads' }, el('h3', {}, 'threads: where each one is during the median step'));
+    const phases = sum.thread_time?.phases ?? {};
+    const name = phases.GENERATE ? 'GENERATE' : phases.PROMPT ? 'PROMPT' : null;
+    if (!name) { card.append(el('div', { class: 'muted' }, 'no worker spans in this trace')); return card; }
+    const p = phases[name];
+    const stepNs = Math.max(1, p.step_ns_median);
+    card.append(el('div', { class: 'muted small' },
+      `${name.toLowerCase()}: ${p.steps} steps, median ${formatNs(p.step_ns_median)}; bar: in node shares (blue) and outside them (grey)`),
+      el('table', {}, el('tr', {}, el('th', {}, 'thread'), el('th', {}, 'step'), el('th', {}, 'in nodes'), el('th', {}, 'outside'),
+        el('th', {}, 'gaps a step'), el('th', {}, 'gap median'), el('th', {}, 'gap p90'), el('th', {}, 'outside in gaps < 1 µs')),
+      ...p.threads.map((t) => el('tr', { class: 'thread-row' },
+        el('td', {}, `${t.thread}`),
+        el('td', {}, el('span', { class: 'stepbar' },
+          el('span', { class: 'busy', style: { width: `${Math.min(100, (t.busy_ns_median_step / stepNs) * 100)}%` } }))),
+        el('td', {}, formatNs(t.busy_ns_median_step)), el('td', {}, formatNs(t.outside_ns_median_step)),
+        el('td', {}, t.gaps_median_step.toFixed(0)), el('td', {}, formatNs(t.gap_median_ns)), el('td', {}, formatNs(t.gap_p90_ns)),
+        el('td', {}, `${(t.outside_share_in_short_gaps * 100).toFixed(0)}%`)))));
+    return card;
   }
 
   canvas.addEventListener('mousemove', (ev) => {
