@@ -298,14 +298,16 @@ TEST(AnalysisThreadTime, GapsAndBusyTimeFromSpans) {
   span(1, 1, 2000, 4000);
   span(1, 1, 4500, 6000);
   span(1, 1, 10500, 12000);
-  step(2, Phase::GENERATE, 11000, 12000, false);  // not ended: left out
-  span(2, 0, 11000, 12000);
+  step(2, Phase::GENERATE, 11500, 12000, false);  // not ended: left out, but it ends step 1's after-step time
+  span(2, 0, 11500, 12000);
 
   const nlohmann::json r = thread_time(t);
   ASSERT_TRUE(r["phases"].contains("GENERATE")) << r.dump();
   const nlohmann::json& g = r["phases"]["GENERATE"];
   EXPECT_EQ(g["steps"], 1);
   EXPECT_DOUBLE_EQ(g["step_ns_median"].get<double>(), 10000);
+  EXPECT_DOUBLE_EQ(g["after_step_ns_median"].get<double>(), 500);  // step 1's end to step 2's begin
+  EXPECT_DOUBLE_EQ(r["phases"]["PROMPT"]["after_step_ns_median"].get<double>(), 0);
   ASSERT_EQ(g["threads"].size(), 2u);
   const nlohmann::json& t0 = g["threads"][0];
   EXPECT_DOUBLE_EQ(t0["busy_ns_median_step"].get<double>(), 9000);

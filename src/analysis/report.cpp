@@ -177,8 +177,9 @@ std::string render_text(const json& r) {
 
   if (r.contains("thread_time"))
     for (const auto& [phase, p] : r["thread_time"]["phases"].items()) {
-      o += fmt::format("\n== Thread time, {} ({} steps, median {:.1f} us) ==\n", phase, p["steps"].get<uint64_t>(),
-                       p["step_ns_median"].get<double>() / 1e3);
+      o += fmt::format("\n== Thread time, {} ({} steps, median {:.1f} us, then {:.1f} us to the next step) ==\n", phase,
+                       p["steps"].get<uint64_t>(), p["step_ns_median"].get<double>() / 1e3,
+                       p["after_step_ns_median"].get<double>() / 1e3);
       o += fmt::format("  {:>6} {:>13} {:>13} {:>10} {:>11} {:>11} {:>14}\n", "thread", "in nodes/step", "outside/step",
                        "gaps/step", "gap median", "gap p90", "outside in <1us");
       for (const json& th : p["threads"])

@@ -54,9 +54,18 @@ json thread_time(std::span<const trace::StepMarker> steps, std::span<const trace
   for (const auto& [step, threads] : spans)
     if (!threads.empty()) n_threads = std::max<uint16_t>(n_threads, threads.rbegin()->first + 1);
 
+  // The step after each (steps are numbered in order; a killed run may lack the last ones' markers).
+  std::map<uint32_t, const trace::StepMarker*> by_step;
+  for (const trace::StepMarker& m : steps) by_step[m.step] = &m;
+  auto next_step = [&](uint32_t step) -> const trace::StepMarker* {
+    const auto it = by_step.find(step + 1);
+    return it == by_step.end() ? nullptr : it->second;
+  };
+
   // Per phase, per step: the step's length and, per thread, its time in shares, outside them and its gaps.
   struct Acc {
     std::vector<uint64_t> step_ns;
+    std::vector<uint64_t> after_ns;                            // from an ended step's end to the next step's begin
     std::vector<std::vector<uint64_t>> busy, outside, n_gaps;  // [thread][step]
     std::vector<std::vector<uint64_t>> gaps;                   // [thread] every gap of every step
     std::vector<uint64_t> short_ns, outside_ns;                // [thread] sums: in gaps < kShortGapNs, all
@@ -71,6 +80,8 @@ json thread_time(std::span<const trace::StepMarker> steps, std::span<const trace
       a.short_ns.assign(n_threads, 0), a.outside_ns.assign(n_threads, 0);
     }
     a.step_ns.push_back(m.end_ns - m.start_ns);
+    if (const trace::StepMarker* next = next_step(m.step); next != nullptr && next->start_ns >= m.end_ns)
+      a.after_ns.push_back(next->start_ns - m.end_ns);
     for (uint16_t th = 0; th < n_threads; ++th) {
       std::vector<std::pair<uint64_t, uint64_t>> none;
       auto found = it->second.find(th);
@@ -102,6 +113,7 @@ json thread_time(std::span<const trace::StepMarker> steps, std::span<const trace
     out["phases"][phase] = {{"steps", a.step_ns.size()},
                             {"step_ns_total", std::accumulate(a.step_ns.begin(), a.step_ns.end(), uint64_t{0})},
                             {"step_ns_median", quantile(a.step_ns, 0.5)},
+                            {"after_step_ns_median", quantile(a.after_ns, 0.5)},
                             {"threads", threads}};
   }
   return out;

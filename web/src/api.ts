@@ -28,7 +28,7 @@ export interface BuffersResp { t0: number; t1: number; px: number; pools: string
 export interface ThreadTimeRow { thread: number; busy_ns_median_step: number; outside_ns_median_step: number;
   gaps_median_step: number; gap_median_ns: number; gap_p90_ns: number; outside_share_in_short_gaps: number }
 export interface ThreadTime { short_gap_ns: number;
-  phases: Record<string, { steps: number; step_ns_median: number; threads: ThreadTimeRow[] }> }
+  phases: Record<string, { steps: number; step_ns_median: number; after_step_ns_median: number; threads: ThreadTimeRow[] }> }
 export interface Summary { steps: StepRow[]; layers: { layer: number | null; ns: number }[];
   op_kinds: { op: string; count: number; ns: number }[]; hottest_tensors: { name: string; reads: number; bytes: number }[];
   peak_buffer_bytes: number; thread_time?: ThreadTime }

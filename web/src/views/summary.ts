@@ -102,7 +102,7 @@ export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): HTMLE
     const p = phases[name];
     const stepNs = Math.max(1, p.step_ns_median);
     card.append(el('div', { class: 'muted small' },
-      `${name.toLowerCase()}: ${p.steps} steps, median ${formatNs(p.step_ns_median)}; bar: in node shares (blue) and outside them (grey)`),
+      `${name.toLowerCase()}: ${p.steps} steps, median ${formatNs(p.step_ns_median)}, then ${formatNs(p.after_step_ns_median)} to the next step (sampling, no nodes); bar: in node shares (blue) and outside them (grey)`),
       el('table', {}, el('tr', {}, el('th', {}, 'thread'), el('th', {}, 'step'), el('th', {}, 'in nodes'), el('th', {}, 'outside'),
         el('th', {}, 'gaps a step'), el('th', {}, 'gap median'), el('th', {}, 'gap p90'), el('th', {}, 'outside in gaps < 1 µs')),
       ...p.threads.map((t) => el('tr', { class: 'thread-row' },
