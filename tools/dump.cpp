@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "trace/trace_file.h"
-#include "tools/command.h"
 #include "core/shape.h"
+#include "tools/command.h"
+#include "trace/trace_file.h"
 
 namespace tt::cli {
 namespace {
@@ -41,7 +41,8 @@ RegisterCommand reg("dump", "Print a run's trace records", 30, [](CLI::App& cmd)
     trace::TraceContents t = trace::read_trace(trace_path(*dir));
     fmt::print("trace v{}: {} steps, {} ops, {} worker spans\n", t.version, t.steps.size(), t.ops.size(),
                t.spans.size());
-    fmt::print("{:>4} {:>4} {:<8} {:>5} {:>3} {:<14} {:<28} {:>10} {:>9}  inputs\n", "step", "node", "phase", "layer",
+    // thr: the first worker with a share of the op, "+N" when N more shared it (a split node).
+    fmt::print("{:>4} {:>4} {:<8} {:>5} {:>5} {:<14} {:<28} {:>10} {:>9}  inputs\n", "step", "node", "phase", "layer",
                "thr", "op", "name", "start_us", "dur_us");
     int64_t shown = 0;
     for (const trace::OpRecord& o : t.ops) {
@@ -53,13 +54,15 @@ RegisterCommand reg("dump", "Print a run's trace records", 30, [](CLI::App& cmd)
         inputs += fmt::format("{}{} {}", inputs.empty() ? "" : "; ", in.name, shape_text(in.ne, ","));
         for (const trace::RangeRecord& r : in.ranges) inputs += " " + range_string(r);
       }
-      fmt::print("{:>4} {:>4} {:<8} {:>5} {:>3} {:<14} {:<28} {:>10.1f} {:>9.1f}  {} -> {} {}{}\n", o.step, o.node,
-                 phase_name(o.phase), o.layer >= 0 ? std::to_string(o.layer) : "-", o.thread, op_name(o.op), o.name,
-                 o.start_ns / 1e3, (o.end_ns - o.start_ns) / 1e3, inputs, type_name(o.out.type), shape_text(o.out.ne, ","),
-                 o.has_stats ? fmt::format(" [min {:.4g} max {:.4g} mean {:.4g} nan {} inf {} hash {:016x}]",
-                                           o.stats.min, o.stats.max, o.stats.mean, o.stats.nan_count,
-                                           o.stats.inf_count, o.stats.hash)
-                             : "");
+      const std::string workers =
+          o.n_threads > 1 ? fmt::format("{}+{}", o.thread, o.n_threads - 1) : std::to_string(o.thread);
+      fmt::print(
+          "{:>4} {:>4} {:<8} {:>5} {:>5} {:<14} {:<28} {:>10.1f} {:>9.1f}  {} -> {} {}{}\n", o.step, o.node,
+          phase_name(o.phase), o.layer >= 0 ? std::to_string(o.layer) : "-", workers, op_name(o.op), o.name,
+          o.start_ns / 1e3, (o.end_ns - o.start_ns) / 1e3, inputs, type_name(o.out.type), shape_text(o.out.ne, ","),
+          o.has_stats ? fmt::format(" [min {:.4g} max {:.4g} mean {:.4g} nan {} inf {} hash {:016x}]", o.stats.min,
+                                    o.stats.max, o.stats.mean, o.stats.nan_count, o.stats.inf_count, o.stats.hash)
+                      : "");
     }
     if (!t.complete)
       fmt::print("trace ends early at byte {}: {}; every record before it was read\n", t.stopped_at, t.stop_reason);

@@ -47,6 +47,9 @@ if ls "$run/export" | grep -q 'tmp-'; then fail "temporary files left in $run/ex
 # Counts from `dump`'s first line: "trace v1: 3 steps, N ops, M worker spans".
 read -r steps ops spans < <("$bin" dump "$run" --limit 0 | head -1 | sed -E 's/.*: ([0-9]+) steps, ([0-9]+) ops, ([0-9]+) worker spans.*/\1 \2 \3/')
 views=$("$bin" dump "$run" | awk '$6 == "RESHAPE" || $6 == "VIEW" || $6 == "PERMUTE"' | wc -l)
+# Split nodes show their second worker: thr "0+1" (2 threads: the prompt's feed-forward products are split).
+split=$("$bin" dump "$run" | awk '$5 == "0+1" && $6 == "MUL_MAT"' | wc -l)
+[ "$split" -gt 0 ] || fail "dump shows no MUL_MAT shared by two workers (thr 0+1)"
 
 if command -v python3 >/dev/null 2>&1; then
   if python3 - "$run/export/trace.perfetto.json" "$steps" "$spans" "$views" <<'EOF'; then
