@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "analysis/cache_sim.h"
 #include "analysis/diff.h"
+#include "analysis/sample_stats.h"
 #include "analysis/thread_time.h"
 #include "core/error.h"
 #include "support/paths.h"
@@ -490,6 +492,70 @@ TEST(AnalysisIoTrace, ColdRunFaultsOnFirstReadsOnly) {
   const nlohmann::json r = analyze_run(run, {.cache_sizes = {}, .measure_bandwidth = false});
   ASSERT_TRUE(r.contains("io"));
   EXPECT_EQ(r["io"]["steps"][1]["nonresident_pages"], 0);
+}
+
+}  // namespace
+}  // namespace tt::analysis
+
+namespace tt::analysis {
+namespace {
+
+TEST(SampleStats, SummaryOfASample) {
+  const std::vector<double> v = {4, 1, 3, 2};
+  const SampleSummary s = summarize(v);
+  EXPECT_EQ(s.n, 4u);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(s.median, 2.5);                // even count: the middle two's mean
+  EXPECT_DOUBLE_EQ(s.std, std::sqrt(5.0 / 3.0));  // sum of squares 5 over n - 1
+  EXPECT_DOUBLE_EQ(summarize(std::vector<double>{7, 1, 5}).median, 5);
+  EXPECT_EQ(summarize(std::vector<double>{}).n, 0u);
+  EXPECT_EQ(summarize(std::vector<double>{3}).std, 0);
+}
+
+// The sign test's interval, checked against binomial tables: n = 20 at 95% is [x_(6), x_(15)] with coverage
+// 1 - 2 P(X <= 5) = 0.9586; n = 10 is [x_(2), x_(9)], 0.9785; below n = 6 no pair of order statistics reaches 95%.
+TEST(SampleStats, MedianIntervalFromOrderStatistics) {
+  std::vector<double> twenty;
+  for (int i = 20; i >= 1; --i) twenty.push_back(i);  // unsorted on purpose
+  const MedianInterval a = median_interval(twenty);
+  EXPECT_EQ(a.low, 6);
+  EXPECT_EQ(a.high, 15);
+  EXPECT_NEAR(a.coverage, 0.958611, 1e-6);
+
+  std::vector<double> ten;
+  for (int i = 1; i <= 10; ++i) ten.push_back(10 * i);
+  const MedianInterval b = median_interval(ten);
+  EXPECT_EQ(b.low, 20);
+  EXPECT_EQ(b.high, 90);
+  EXPECT_NEAR(b.coverage, 0.978516, 1e-6);
+
+  const MedianInterval c = median_interval(std::vector<double>{5, 1, 3, 2, 4});
+  EXPECT_EQ(c.low, 1);
+  EXPECT_EQ(c.high, 5);
+  EXPECT_DOUBLE_EQ(c.coverage, 1 - 2.0 / 32);  // 1 - 2^(1 - n)
+
+  // A lower confidence narrows it; thousands of values do not underflow the binomial terms.
+  EXPECT_EQ(median_interval(twenty, 0.5).low, 8);  // P(X <= 7) = 0.1316; P(X <= 8) = 0.2517 is past 0.25
+  std::vector<double> many;
+  for (int i = 0; i < 5000; ++i) many.push_back(i);
+  const MedianInterval d = median_interval(many);
+  EXPECT_GT(d.low, 2400);
+  EXPECT_LT(d.high, 2600);
+  EXPECT_GE(d.coverage, 0.95);
+  EXPECT_LT(d.coverage, 0.96);
+
+  EXPECT_EQ(median_interval(std::vector<double>{}).coverage, 0);
+  EXPECT_THROW(median_interval(twenty, 1.0), Error);
+  EXPECT_THROW(median_interval(twenty, 0), Error);
+}
+
+TEST(SampleStats, VerdictAgainstAThreshold) {
+  EXPECT_EQ(compare_median({0.97, 0.99, 0.95}, 0.97), Verdict::kAbove);
+  EXPECT_EQ(compare_median({0.91, 0.969, 0.95}, 0.97), Verdict::kBelow);
+  EXPECT_EQ(compare_median({0.95, 0.98, 0.95}, 0.97), Verdict::kUndecided);
+  EXPECT_STREQ(verdict_name(Verdict::kAbove), "met");
+  EXPECT_STREQ(verdict_name(Verdict::kBelow), "not met");
+  EXPECT_STREQ(verdict_name(Verdict::kUndecided), "undecided");
 }
 
 }  // namespace
