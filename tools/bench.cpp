@@ -111,8 +111,13 @@ std::string overhead_by_round_trip(const std::string& test, const std::vector<do
     while (end < same.size() && same[end].trip <= kSamePlace * same[end - 1].trip) ++end;
     std::vector<double> ratio, added;
     for (size_t i = begin; i < end; ++i) ratio.push_back(same[i].ratio), added.push_back(same[i].added);
-    out += fmt::format(" {} pairs at {:.0f}-{:.0f} ns, median ratio {:.3f}, median {:.1f} us a token;", end - begin,
-                       same[begin].trip, same[end - 1].trip, stats(ratio).median, stats(added).median);
+    // Each placement's own interval: the overhead differs between them by more than the target's margin.
+    const analysis::MedianInterval interval = analysis::median_interval(ratio);
+    out += fmt::format(
+        " {} pairs at {:.0f}-{:.0f} ns, median ratio {:.3f} ({:.1f}% interval {:.3f}-{:.3f}), median "
+        "{:.1f} us a token;",
+        end - begin, same[begin].trip, same[end - 1].trip, stats(ratio).median, 100 * interval.coverage, interval.low,
+        interval.high, stats(added).median);
     begin = end;
   }
   return out + fmt::format(" {} pairs whose two runs met different round trips", mixed);

@@ -41,7 +41,7 @@ for test in pp8 tg8; do
   grep -Eq "^- ${test}: median ratio [0-9]+\.[0-9]{3}, 50\.0% interval [0-9]+\.[0-9]{3}-[0-9]+\.[0-9]{3} \(order statistics of the 2 pairs\)${verdict}$" \
     "$scratch/out" || fail "no median interval line for $test"
   # The pairs grouped by the threads' round trip before each run: every pair in one group or among the mixed ones.
-  line=$(grep -E "^- ${test} by the threads' round trip:( [0-9]+ pairs at [0-9]+-[0-9]+ ns, median ratio [0-9]+\.[0-9]{3}, median -?[0-9]+\.[0-9] us a token;)* [0-9]+ pairs whose two runs met different round trips$" "$scratch/out")
+  line=$(grep -E "^- ${test} by the threads' round trip:( [0-9]+ pairs at [0-9]+-[0-9]+ ns, median ratio [0-9]+\.[0-9]{3} \([0-9]+\.[0-9]% interval [0-9]+\.[0-9]{3}-[0-9]+\.[0-9]{3}\), median -?[0-9]+\.[0-9] us a token;)* [0-9]+ pairs whose two runs met different round trips$" "$scratch/out")
   if [ -z "$line" ]; then
     fail "no round-trip line for $test"
   else
