@@ -30,20 +30,18 @@ MedianInterval median_interval(std::span<const double> values, double confidence
   if (n == 0) return {};
   std::vector<double> sorted(values.begin(), values.end());
   std::sort(sorted.begin(), sorted.end());
-  // tail[j] = P(X <= j) for X ~ Binomial(n, 1/2), in logs: n is a repetition count, but 2^-n underflows past ~1000.
-  const double tail_allowed = (1 - confidence) / 2, log_half_n = static_cast<double>(n) * std::log(0.5);
-  double below = 0;  // P(X < k) as k grows
-  size_t k = 1;      // 1-based order statistic: P(X < 1) = P(X = 0)
-  for (;; ++k) {
-    const double p_equal = std::exp(std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(k)) -
-                                    std::lgamma(static_cast<double>(n - k + 2)) + log_half_n);  // P(X = k - 1)
-    if (below + p_equal > tail_allowed || k > n / 2) break;
-    below += p_equal;
-  }
-  // k - 1 is the largest order statistic whose lower tail fits; none fits: the whole range.
-  const size_t low = std::max<size_t>(k - 1, 1);
-  if (k - 1 == 0) below = std::exp(log_half_n);  // P(X < 1) for the whole range [x_(1), x_(n)]
-  return {sorted[low - 1], sorted[n - low], std::max(0.0, 1 - 2 * below)};
+  // The interval [x_(low), x_(n+1-low)] misses the median on each side with probability P(X < low), X ~ Binomial(n,
+  // 1/2): low grows from 1 (the whole range) while that tail stays within what the confidence allows. In logs: n is a
+  // repetition count, but 2^-n underflows past ~1000.
+  const double allowed = (1 - confidence) / 2, log_half_n = static_cast<double>(n) * std::log(0.5);
+  auto p_equal = [&](size_t j) {  // P(X = j)
+    const double dn = static_cast<double>(n), dj = static_cast<double>(j);
+    return std::exp(std::lgamma(dn + 1) - std::lgamma(dj + 1) - std::lgamma(dn - dj + 1) + log_half_n);
+  };
+  size_t low = 1;
+  double tail = p_equal(0);  // P(X < low)
+  while (low < n / 2 && tail + p_equal(low) <= allowed) tail += p_equal(low++);
+  return {sorted[low - 1], sorted[n - low], std::max(0.0, 1 - 2 * tail)};
 }
 
 Verdict compare_median(const MedianInterval& interval, double threshold) {
