@@ -10,9 +10,9 @@
 #include "model/engine.h"
 #include "model/model.h"
 #include "trace/json_line.h"
-#include "trace/landscape.h"
 #include "trace/trace_file.h"
-#include "trace/tracer.h"
+#include "tracer/landscape.h"
+#include "tracer/tracer.h"
 
 namespace tt {
 namespace {

@@ -15,8 +15,8 @@
 #include "analysis/thread_time.h"
 #include "core/error.h"
 #include "support/paths.h"
-#include "trace/experiment.h"
 #include "trace/format.h"
+#include "tracer/experiment.h"
 
 namespace tt::analysis {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "support/paths.h"
-#include "trace/experiment.h"
+#include "tracer/experiment.h"
 
 namespace tt {
 namespace {

@@ -1,5 +1,5 @@
 // The tracer's logit landscape against a direct double-precision computation.
-#include "trace/landscape.h"
+#include "tracer/landscape.h"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>
@@ -11,7 +11,7 @@
 #include <random>
 
 #include "trace/hash.h"
-#include "trace/tracer.h"
+#include "tracer/tracer.h"
 
 namespace tt {
 namespace {

@@ -9,10 +9,10 @@
 
 #include "core/aligned_buffer.h"
 #include "core/error.h"
+#include "core/work_split.h"
 #include "exec/allocator.h"
 #include "exec/executor.h"
 #include "exec/thread_pool.h"
-#include "exec/work_split.h"
 #include "graph/builder.h"
 #include "graph/kernels.h"
 #include "quant/quant.h"

@@ -15,10 +15,10 @@
 #include "model/engine.h"
 #include "model/model.h"
 #include "support/paths.h"
-#include "trace/experiment.h"
-#include "trace/landscape.h"
 #include "trace/trace_file.h"
-#include "trace/tracer.h"
+#include "tracer/experiment.h"
+#include "tracer/landscape.h"
+#include "tracer/tracer.h"
 
 namespace tt {
 namespace {

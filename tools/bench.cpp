@@ -13,7 +13,7 @@
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/command.h"
-#include "trace/tracer.h"
+#include "tracer/tracer.h"
 
 namespace tt::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "quant/quant.h"
 #include "tools/command.h"
-#include "trace/experiment.h"
+#include "tracer/experiment.h"
 
 namespace tt::cli {
 namespace {

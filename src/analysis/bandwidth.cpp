@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "exec/executor.h"
+#include "core/clock.h"
 
 namespace tt::analysis {
 

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "model/generate.h"
+#include "core/ops.h"
 
 namespace tt::analysis {
 

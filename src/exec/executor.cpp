@@ -8,12 +8,6 @@
 
 namespace tt {
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
 size_t max_scratch_bytes(const Graph& g) {
   size_t m = 0;
   for (const Node& n : g.nodes()) m = std::max(m, scratch_bytes(n));
@@ -86,7 +80,7 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
       if (!split && ith != 0) {
         if (spans) spans[i] = {};  // no share (the slot may hold a span of a step that split this node)
       } else {
-        ComputeContext ctx{split ? ith : 0, split ? nth : 1, &pool_, scratch,
+        ComputeContext ctx{split ? ith : 0, split ? nth : 1, &barrier_, scratch,
                            thread_scratch_.data() + static_cast<size_t>(ith) * thread_scratch_stride_};
         ctx.chunk_counter = split ? &chunk_counters_[executed % 2] : nullptr;
         ctx.input_converted = input_converted;

@@ -7,11 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
-
 #include "core/aligned_buffer.h"
+#include "core/clock.h"
 #include "exec/thread_pool.h"
 #include "graph/graph.h"
 #include "graph/kernels.h"
@@ -19,20 +16,6 @@
 namespace tt {
 
 class ThreadPool;
-
-// Monotonic nanoseconds (steady clock).
-uint64_t now_ns();
-
-// The cheapest monotonic counter for timing ops: the time-stamp counter on x86 (11 ns a read on the test VM
-// against 28 ns for the steady clock, and a step reads it twice per op on every worker); the observer maps ticks
-// to nanoseconds with steady-clock readings taken around the step. Elsewhere, nanoseconds.
-inline uint64_t tick_count() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __rdtsc();
-#else
-  return now_ns();
-#endif
-}
 
 // One worker's share of one node, in tick_count() units; {0, 0}: the worker had no share.
 struct WorkerSpan {
@@ -74,7 +57,7 @@ class Executor {
  public:
   // Nodes whose node_work() is below min_parallel_work run on thread 0 alone (0: every node is split).
   explicit Executor(ThreadPool& pool, uint64_t min_parallel_work = kMinParallelWork)
-      : pool_(pool), min_parallel_work_(min_parallel_work) {}
+      : pool_(pool), barrier_(pool), min_parallel_work_(min_parallel_work) {}
   // scratch must hold max scratch_bytes over the graph's nodes.
   void run(const Graph& g, uint8_t* scratch, ExecObserver* observer);
   // The threads' work memory (ComputeContext::thread_scratch) as sized by the last run.
@@ -86,6 +69,12 @@ class Executor {
   void plan(const Graph& g);
 
   ThreadPool& pool_;
+  // The kernels' barrier (ComputeContext::threads): the pool's.
+  struct PoolBarrier final : Barrier {
+    explicit PoolBarrier(ThreadPool& p) : pool(p) {}
+    void wait() override { pool.barrier(); }
+    ThreadPool& pool;
+  } barrier_;
   uint64_t min_parallel_work_;
   std::vector<uint8_t> plan_;  // per node, rebuilt each run (positions change the attention's work)
   // Each thread's work memory (ComputeContext::thread_scratch): thread i's at i * thread_scratch_stride_, grown by

@@ -9,28 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "core/ops.h"
 #include "graph/tensor.h"
 
 namespace tt {
-
-// The fixed, documented list of op kinds (docs/trace-format.md). Names follow ggml's.
-enum class OpKind : uint8_t {
-  GET_ROWS,        // rows of a table (embedding lookup, selecting the last token)
-  RMS_NORM,        // x / sqrt(mean(x^2) + eps)
-  MUL,             // elementwise, second operand broadcast over rows (norm weights)
-  ADD,             // elementwise, second operand broadcast over rows (residuals, biases)
-  MUL_MAT,         // out[t][r] = dot(W row r, x row t)
-  ROPE,            // rotary position embedding
-  SET_ROWS,        // write rows into the KV cache (converting to the cache type)
-  FLASH_ATTN_EXT,  // softmax(Q K^T * scale + causal mask) V over the KV cache, streamed
-  SWIGLU,          // silu(gate) * up
-  RESHAPE,         // views: no computation, recorded so the op sequence matches llama.cpp's
-  VIEW,
-  PERMUTE,
-  kCount,
-};
-const char* op_name(OpKind op);
-bool op_is_view(OpKind op);
 
 // Bytes an op reads from one input, attributed to where they live.
 struct ByteRange {

@@ -7,8 +7,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
-#include "exec/thread_pool.h"
-#include "exec/work_split.h"
+#include "core/work_split.h"
 #include "quant/quant.h"
 
 namespace tt {
@@ -288,7 +287,7 @@ void swiglu(const Node& n, const ComputeContext& ctx) {
 }  // namespace
 
 void ComputeContext::barrier() const {
-  if (pool && nth > 1) pool->barrier();
+  if (threads && nth > 1) threads->wait();
 }
 
 int64_t ComputeContext::next_chunk() const { return chunk_counter->fetch_add(1, std::memory_order_relaxed); }

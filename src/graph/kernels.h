@@ -10,12 +10,19 @@
 
 namespace tt {
 
-class ThreadPool;
+// Where the threads sharing a node wait for each other (the executor's thread pool implements it).
+class Barrier {
+ public:
+  virtual void wait() = 0;
+
+ protected:
+  ~Barrier() = default;
+};
 
 struct ComputeContext {
   int ith = 0;
   int nth = 1;
-  ThreadPool* pool = nullptr;  // for barrier(); null when single-threaded
+  Barrier* threads = nullptr;  // for barrier(); null when single-threaded
   uint8_t* scratch = nullptr;  // shared work memory, at least scratch_bytes(node)
   // This thread's own work memory, at least thread_scratch_bytes(node), 64-byte aligned (kernels must not allocate).
   uint8_t* thread_scratch = nullptr;

@@ -6,28 +6,20 @@
 #include <cstdint>
 #include <string>
 
+#include "core/ops.h"
 #include "gguf/ggml_type.h"
 
 namespace tt {
-
-enum class Pool : uint8_t {
-  MODEL_FILE,  // weights, read in place from the mmap
-  KV_CACHE,    // per-layer K and V buffers
-  ACTIVATION,  // intermediate results, placed in the activation arena by the allocator
-  INPUT,       // token ids, positions: written by the host before the step
-  SCRATCH,     // per-op work memory (e.g. activations quantized to Q8 for a matrix product)
-};
-const char* pool_name(Pool pool);
 
 struct Tensor {
   std::string name;
   GgmlType type = GgmlType::F32;
   int64_t ne[4] = {1, 1, 1, 1};  // ggml order: ne[0] is the row length
   Pool pool = Pool::ACTIVATION;
-  int buffer_id = -1;         // runtime buffer holding it (-1 for MODEL_FILE)
-  uint64_t offset = 0;        // MODEL_FILE: absolute file offset; else byte offset in the buffer
-  uint8_t* data = nullptr;    // set when allocated (or mapped)
-  int layer = -1;             // -1: not in a layer
+  int buffer_id = -1;               // runtime buffer holding it (-1 for MODEL_FILE)
+  uint64_t offset = 0;              // MODEL_FILE: absolute file offset; else byte offset in the buffer
+  uint8_t* data = nullptr;          // set when allocated (or mapped)
+  int layer = -1;                   // -1: not in a layer
   const Tensor* view_of = nullptr;  // non-null: shares view_of's bytes (starting at view_offset)
   uint64_t view_offset = 0;
   int graph_index = -1;  // position in the graph that created it (-1: a model weight), for per-tensor tables

@@ -5,8 +5,6 @@
 
 namespace tt {
 
-const char* phase_name(Phase p) { return p == Phase::PROMPT ? "PROMPT" : "GENERATE"; }
-
 GenerateResult generate(Engine& engine, const GenerateOptions& options, GenerateObserver* observer,
                         const std::function<void(std::string_view)>& on_text) {
   const Tokenizer& tok = *engine.model().tokenizer;

@@ -7,13 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "core/ops.h"
 #include "model/engine.h"
 #include "sampling/sampler.h"
 
 namespace tt {
-
-enum class Phase : uint8_t { PROMPT = 0, GENERATE = 1 };
-const char* phase_name(Phase p);
 
 struct GenerateOptions {
   std::vector<int32_t> prompt_tokens;

@@ -6,8 +6,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "graph/graph.h"
-#include "model/generate.h"
+#include "core/ops.h"
+#include "gguf/ggml_type.h"
 
 namespace tt::trace {
 

@@ -1,4 +1,4 @@
-#include "trace/landscape.h"
+#include "tracer/landscape.h"
 
 #include <algorithm>
 #include <bit>

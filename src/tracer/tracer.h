@@ -21,12 +21,12 @@
 #include "exec/executor.h"
 #include "model/generate.h"
 #include "trace/hash.h"
-#include "trace/io_probe.h"
 #include "trace/json_line.h"
-#include "trace/landscape.h"
 #include "trace/records.h"
 #include "trace/run_dir.h"
 #include "trace/trace_file.h"
+#include "tracer/io_probe.h"
+#include "tracer/landscape.h"
 
 namespace tt {
 

@@ -1,4 +1,4 @@
-#include "trace/io_probe.h"
+#include "tracer/io_probe.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/generate.h"
-#include "trace/tracer.h"
+#include "tracer/tracer.h"
 
 namespace tt {
 

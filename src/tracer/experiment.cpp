@@ -1,4 +1,4 @@
-#include "trace/experiment.h"
+#include "tracer/experiment.h"
 
 #include <fmt/chrono.h>
 #include <sys/utsname.h>

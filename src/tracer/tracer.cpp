@@ -1,4 +1,4 @@
-#include "trace/tracer.h"
+#include "tracer/tracer.h"
 
 #include <unistd.h>
 #include <xxhash.h>
@@ -29,7 +29,7 @@
 #include "tokenizer/tokenizer.h"
 #include "trace/hash.h"
 #include "trace/json_line.h"
-#include "trace/landscape.h"
+#include "tracer/landscape.h"
 
 namespace tt {
 
