@@ -449,11 +449,13 @@ json ServedRun::ops(const Params& p) const {
   }
   const std::string name = ascii_lower(has(p, "name") ? p.at("name") : "");
   const bool views = get_bool(p, "views", true);
-  const int64_t offset = get_int(p, "offset", 0, 0, INT64_MAX);
+  // Bounded by the op count, so offset + limit cannot overflow.
+  const int64_t n_ops = static_cast<int64_t>(ops_.size());
+  const int64_t offset = get_int(p, "offset", 0, 0, n_ops);
   const int64_t limit = get_int(p, "limit", 100, 0, 5000);
-  const int64_t locate = get_int(p, "locate", -1, -1, INT64_MAX);
+  const int64_t locate = get_int(p, "locate", -1, -1, std::max<int64_t>(n_ops - 1, 0));
   if (has(p, "i")) {  // one op by its index in the trace
-    const int64_t i = get_int(p, "i", 0, 0, std::max<int64_t>(0, static_cast<int64_t>(ops_.size()) - 1));
+    const int64_t i = get_int(p, "i", 0, 0, std::max<int64_t>(0, n_ops - 1));
     if (ops_.empty()) bad(404, "the run has no ops");
     return {{"total", 1}, {"offset", 0}, {"rows", json::array({op_row(i)})}};
   }
