@@ -149,6 +149,17 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
   }
   index_trace();
   load_buffers();
+  std::sort(buffers_.begin(), buffers_.end(), [](const Buffer& a, const Buffer& b) { return a.id < b.id; });
+  for (Buffer& x : buffers_) x.name = buffer_name(x.id);  // also for buffers seen only in the trace (no buffers.json)
+  // run.json is written last, just before RUN_DIR.partial is renamed: without it (or under the partial name) the
+  // run was killed or is still running, even when its trace ends on a record boundary.
+  std::string name = dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  const bool finished = fs::exists(root / "run.json") && !name.ends_with(".partial");
+  if (!finished) {
+    complete_ = false;
+    if (stop_reason_.empty()) stop_reason_ = "the run did not finish (no run.json: killed or still running)";
+  }
   lower_names_.reserve(ops_.size());
   for (const trace::OpRecord& o : ops_) lower_names_.push_back(ascii_lower(o.name));
   summary_ = compute_summary();
@@ -283,8 +294,6 @@ void ServedRun::load_buffers() {
     }
   }
   buffer_events_ = std::move(events);
-  std::sort(buffers_.begin(), buffers_.end(), [](const Buffer& a, const Buffer& b) { return a.id < b.id; });
-  for (Buffer& x : buffers_) x.name = buffer_name(x.id);
 }
 
 json ServedRun::summary_entry(size_t index) const {
