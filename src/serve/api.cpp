@@ -816,6 +816,26 @@ json ServedRun::compute_summary() const {
           {"peak_buffer_bytes", peak_bytes_}, {"thread_time", analysis::thread_time(markers_, spans_)}};
 }
 
+bool host_allowed(const std::string& host_header, const std::vector<std::string>& names) {
+  const std::string h = ascii_lower(host_header);
+  // The name ends at the port's colon; an IPv6 address keeps its brackets.
+  const size_t name_end = h.starts_with('[') ? h.find(']') + 1 : h.find(':');
+  if (name_end == 0) return false;  // '[' without ']'
+  const std::string name = h.substr(0, name_end);
+  if (name_end < h.size()) {
+    const std::string port = h.substr(name_end);
+    if (port.size() < 2 || port.size() > 6 || port[0] != ':' ||
+        !std::all_of(port.begin() + 1, port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+  }
+  if (name.empty()) return false;
+  std::vector<std::string> allowed = {"localhost", "127.0.0.1", "::1"};
+  allowed.insert(allowed.end(), names.begin(), names.end());
+  return std::any_of(allowed.begin(), allowed.end(), [&](const std::string& a) {
+    return !a.empty() && name == ascii_lower(a.find(':') != std::string::npos ? "[" + a + "]" : a);
+  });
+}
+
 Api::Api(const std::vector<std::string>& run_dirs) {
   for (const std::string& d : run_dirs) runs_.push_back(std::make_unique<ServedRun>(d));
 }
