@@ -149,6 +149,17 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
   }
   index_trace();
   load_buffers();
+  std::sort(buffers_.begin(), buffers_.end(), [](const Buffer& a, const Buffer& b) { return a.id < b.id; });
+  for (Buffer& x : buffers_) x.name = buffer_name(x.id);  // also for buffers seen only in the trace (no buffers.json)
+  // run.json is written last, just before RUN_DIR.partial is renamed: without it (or under the partial name) the
+  // run was killed or is still running, even when its trace ends on a record boundary.
+  std::string name = dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  const bool finished = fs::exists(root / "run.json") && !name.ends_with(".partial");
+  if (!finished) {
+    complete_ = false;
+    if (stop_reason_.empty()) stop_reason_ = "the run did not finish (no run.json: killed or still running)";
+  }
   lower_names_.reserve(ops_.size());
   for (const trace::OpRecord& o : ops_) lower_names_.push_back(ascii_lower(o.name));
   summary_ = compute_summary();
@@ -283,8 +294,6 @@ void ServedRun::load_buffers() {
     }
   }
   buffer_events_ = std::move(events);
-  std::sort(buffers_.begin(), buffers_.end(), [](const Buffer& a, const Buffer& b) { return a.id < b.id; });
-  for (Buffer& x : buffers_) x.name = buffer_name(x.id);
 }
 
 json ServedRun::summary_entry(size_t index) const {
@@ -449,11 +458,13 @@ json ServedRun::ops(const Params& p) const {
   }
   const std::string name = ascii_lower(has(p, "name") ? p.at("name") : "");
   const bool views = get_bool(p, "views", true);
-  const int64_t offset = get_int(p, "offset", 0, 0, INT64_MAX);
+  // Bounded by the op count, so offset + limit cannot overflow.
+  const int64_t n_ops = static_cast<int64_t>(ops_.size());
+  const int64_t offset = get_int(p, "offset", 0, 0, n_ops);
   const int64_t limit = get_int(p, "limit", 100, 0, 5000);
-  const int64_t locate = get_int(p, "locate", -1, -1, INT64_MAX);
+  const int64_t locate = get_int(p, "locate", -1, -1, std::max<int64_t>(n_ops - 1, 0));
   if (has(p, "i")) {  // one op by its index in the trace
-    const int64_t i = get_int(p, "i", 0, 0, std::max<int64_t>(0, static_cast<int64_t>(ops_.size()) - 1));
+    const int64_t i = get_int(p, "i", 0, 0, std::max<int64_t>(0, n_ops - 1));
     if (ops_.empty()) bad(404, "the run has no ops");
     return {{"total", 1}, {"offset", 0}, {"rows", json::array({op_row(i)})}};
   }
@@ -803,6 +814,26 @@ json ServedRun::compute_summary() const {
   return {{"steps", std::move(steps)},        {"layers", std::move(layers)},
           {"op_kinds", std::move(kinds)},     {"hottest_tensors", std::move(hottest)},
           {"peak_buffer_bytes", peak_bytes_}, {"thread_time", analysis::thread_time(markers_, spans_)}};
+}
+
+bool host_allowed(const std::string& host_header, const std::vector<std::string>& names) {
+  const std::string h = ascii_lower(host_header);
+  // The name ends at the port's colon; an IPv6 address keeps its brackets.
+  const size_t name_end = h.starts_with('[') ? h.find(']') + 1 : h.find(':');
+  if (name_end == 0) return false;  // '[' without ']'
+  const std::string name = h.substr(0, name_end);
+  if (name_end < h.size()) {
+    const std::string port = h.substr(name_end);
+    if (port.size() < 2 || port.size() > 6 || port[0] != ':' ||
+        !std::all_of(port.begin() + 1, port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+  }
+  if (name.empty()) return false;
+  std::vector<std::string> allowed = {"localhost", "127.0.0.1", "::1"};
+  allowed.insert(allowed.end(), names.begin(), names.end());
+  return std::any_of(allowed.begin(), allowed.end(), [&](const std::string& a) {
+    return !a.empty() && name == ascii_lower(a.find(':') != std::string::npos ? "[" + a + "]" : a);
+  });
 }
 
 Api::Api(const std::vector<std::string>& run_dirs) {

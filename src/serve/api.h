@@ -71,7 +71,7 @@ class ServedRun {
   std::vector<std::string> lower_names_;  // ops_[i].name in lower case (name filter)
   nlohmann::json summary_;
   std::vector<std::pair<size_t, size_t>> step_ops_;  // step -> [first, last) in ops_
-  std::vector<trace::SpanRecord> spans_;              // sorted by start
+  std::vector<trace::SpanRecord> spans_;             // sorted by start
   uint64_t max_span_ns_ = 0, t_end_ns_ = 0;
   int n_threads_ = 0;
   bool complete_ = true;
@@ -87,9 +87,9 @@ class ServedRun {
   std::vector<Buffer> buffers_;
 
   // buffers.json: events and a live-bytes series per pool
-  std::vector<std::string> buffer_pools_;                // pool names in the series
-  std::vector<uint64_t> live_t_;                         // event times
-  std::vector<std::vector<int64_t>> live_bytes_;         // [pool][event index] live bytes after the event
+  std::vector<std::string> buffer_pools_;         // pool names in the series
+  std::vector<uint64_t> live_t_;                  // event times
+  std::vector<std::vector<int64_t>> live_bytes_;  // [pool][event index] live bytes after the event
   nlohmann::json buffer_events_, buffer_steps_;
   uint64_t peak_bytes_ = 0, peak_t_ = 0;
 };
@@ -105,6 +105,11 @@ class Api {
  private:
   std::vector<std::unique_ptr<ServedRun>> runs_;
 };
+
+// Whether a request's Host header names this server: localhost, 127.0.0.1, [::1] or one of `names` (bare host
+// names or addresses: what --host names, the address the connection arrived at), case-insensitive, with or without
+// a port. Any other name may be another site's page reaching the server through DNS rebinding.
+bool host_allowed(const std::string& host_header, const std::vector<std::string>& names);
 
 // Thrown by parameter checks: becomes a 4xx JSON error.
 struct ApiError {

@@ -114,8 +114,21 @@ for path, status in [("/nope", 404), ("/api", 404), ("/api/nope", 404), ("/api/r
                      ("/api/runs/0/ops?i=99999999", 400), ("/api/runs/0/spans?t0=5&t1=1", 400), ("/api/runs/0/spans?t0=nan", 400),
                      ("/api/runs/0/heatmap?bins=0", 400), ("/api/runs/0/heatmap?cumulative=2", 400),
                      ("/api/runs/0/heatmap?start=10&end=5", 400), ("/api/runs/0/heatmap?step=1e3", 400),
-                     ("/api/runs/0/graph?step=", 400), ("/api/runs/0/buffers?px=0", 400), ("/api/runs/0/steps?from=100", 400)]:
+                     ("/api/runs/0/graph?step=", 400), ("/api/runs/0/buffers?px=0", 400), ("/api/runs/0/steps?from=100", 400),
+                     # Every integer parameter is range-checked before any arithmetic (offset + limit overflowed).
+                     ("/api/runs/0/ops?offset=9223372036854775807", 400), ("/api/runs/0/ops?offset=9223372036854775808", 400),
+                     ("/api/runs/0/ops?offset=-1", 400), (f"/api/runs/0/ops?offset={n_ops + 1}", 400),
+                     ("/api/runs/0/ops?offset=9223372036854775807&name=ffn", 400), ("/api/runs/0/ops?offset=%2B5", 400),
+                     ("/api/runs/0/ops?locate=9223372036854775807", 400), (f"/api/runs/0/ops?locate={n_ops}", 400),
+                     ("/api/runs/0/ops?limit=9223372036854775807", 400), ("/api/runs/0/ops?step=99999999999999999999", 400),
+                     ("/api/runs/0/ops?layer=-9223372036854775808", 400), ("/api/runs/0/ops?i=-1", 400),
+                     ("/api/runs/0/spans?t1=1e400", 400), ("/api/runs/0/spans?px=1.5", 400), ("/api/runs/0/spans?t0=-1", 400),
+                     ("/api/runs/0/heatmap?start=-1", 400), ("/api/runs/0/heatmap?bins=9223372036854775807", 400),
+                     ("/api/runs/0/buffers?max_events=-1", 400), ("/api/runs/0/graph?timing_only=2", 400)]:
     expect(path, status)
+# The last page and one past the end are fine: an empty page.
+expect(f"/api/runs/0/ops?offset={n_ops}", 200, lambda d: d["total"] == n_ops and d["rows"] == [])
+expect(f"/api/runs/0/ops?offset={n_ops}&name=ffn", 200, lambda d: d["rows"] == [])
 # Still alive after all that.
 expect("/api/runs", 200)
 sys.exit(1 if failures else 0)
