@@ -4,10 +4,11 @@ import type { OpRow } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, OP_COLORS, OP_KINDS, shapeString } from '../transforms';
 import { debounce, el, panel } from '../ui';
+import type { View } from '../view';
 
 const ROW_H = 22, PAGE = 200;
 
-export function tableView(ctx: Ctx): HTMLElement {
+export function tableView(ctx: Ctx): View {
   const scope = el('select', { id: 'tf-scope', 'aria-label': 'steps' }, el('option', { value: 'all' }, 'all steps'),
     el('option', { value: 'step' }, 'selected step'));
   const phase = el('select', { id: 'tf-phase', 'aria-label': 'phase' }, el('option', { value: '' }, 'any phase'),
@@ -149,6 +150,6 @@ export function tableView(ctx: Ctx): HTMLElement {
   let ignoreOp = false;
   ctx.store.on('op', () => { if (!ignoreOp && ctx.store.sel.op) locate(ctx.store.sel.op.i); });
   ctx.store.on('step', () => { if (scope.value === 'step') reset(); });
-  (root as any).start = reset;
-  return root;
+  // Listens only to its own elements and the run's store, which go with the run.
+  return { element: root, start: reset, dispose: () => {} };
 }
