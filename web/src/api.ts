@@ -179,7 +179,7 @@ export async function getJSON<T>(url: string, signal?: AbortSignal): Promise<T> 
   return body as T;
 }
 
-type Query = Record<string, string | number | boolean | undefined | null>;
+export type Query = Record<string, string | number | boolean | undefined | null>;
 
 function qs(p: Query): string {
   const parts: string[] = [];

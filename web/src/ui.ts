@@ -1,14 +1,14 @@
 // Small DOM helpers shared by the views.
 import { heatRGB } from './transforms';
 
-export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, any> = {},
+export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, unknown> = {},
   ...children: (Node | string | null | undefined)[]): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === null || v === false) continue;
-    if (k === 'class') e.className = v;
+    if (k === 'class') e.className = String(v);
     else if (k === 'style' && typeof v === 'object') Object.assign(e.style, v);
-    else if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v);
+    else if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v as EventListener);
     else if (k in e && typeof v !== 'string') (e as unknown as Record<string, unknown>)[k] = v;
     else e.setAttribute(k, String(v));
   }

@@ -1,6 +1,6 @@
 // Trace table: every op record, virtualized (only visible rows exist in the DOM; pages fetched on demand),
 // filtered server-side by step, phase, layer, op kind and name.
-import type { OpRow } from '../api';
+import type { OpRow, Query } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, OP_COLORS, OP_KINDS, shapeString } from '../transforms';
 import { debounce, el, panel } from '../ui';
@@ -31,8 +31,8 @@ export function tableView(ctx: Ctx): View {
   let selectedPos = -1;
   let gen = 0;
 
-  function filter(): Record<string, any> {
-    const f: Record<string, any> = {};
+  function filter(): Query {
+    const f: Query = {};
     if (scope.value === 'step') f.step = ctx.store.sel.step;
     if (phase.value) f.phase = phase.value;
     if (layer.value !== '') f.layer = layer.value;
