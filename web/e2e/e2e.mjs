@@ -6,7 +6,9 @@ import { chromium } from 'playwright-core';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runnerImport } from 'vite';
 
 const [bin, repo, shots, ...rest] = process.argv.slice(2);
 const measureDir = rest[0] === '--measure' ? rest[1] : null;
@@ -48,6 +50,64 @@ async function launch() {
   });
 }
 
+// Counts, in the page, what outlives a view's elements: listeners on window and document, intervals and workers
+// (installed before the app runs; the app's own code is not changed for it). window.__ttLive() reads the counts.
+function trackLiveResources() {
+  const listeners = (target) => {
+    const live = new Set();
+    const add = target.addEventListener, remove = target.removeEventListener;
+    const captureOf = (o) => (typeof o === 'boolean' ? o : !!o?.capture);
+    const find = (type, fn, capture) => [...live].find((e) => e.type === type && e.fn === fn && e.capture === capture);
+    target.addEventListener = function (type, fn, opts) {
+      add.call(this, type, fn, opts);
+      if (!fn || opts?.once || opts?.signal?.aborted || find(type, fn, captureOf(opts))) return;
+      const e = { type, fn, capture: captureOf(opts) };
+      live.add(e);
+      opts?.signal?.addEventListener('abort', () => live.delete(e));
+    };
+    target.removeEventListener = function (type, fn, opts) {
+      remove.call(this, type, fn, opts);
+      const e = find(type, fn, captureOf(opts));
+      if (e) live.delete(e);
+    };
+    return live;
+  };
+  const win = listeners(window), doc = listeners(document);
+  const intervals = new Set();
+  const setI = window.setInterval, clearI = window.clearInterval;
+  window.setInterval = (...a) => { const id = setI(...a); intervals.add(id); return id; };
+  window.clearInterval = (id) => { intervals.delete(id); clearI(id); };
+  const workers = new Set();
+  const W = window.Worker;
+  window.Worker = class extends W {
+    constructor(...a) { super(...a); workers.add(this); }
+    terminate() { workers.delete(this); super.terminate(); }
+  };
+  window.__ttLive = () => ({ window: win.size, document: doc.size, intervals: intervals.size, workers: workers.size,
+    windowTypes: [...win].map((e) => e.type).sort().join(' ') });
+}
+
+// Every answer of the server the page received, checked against the schemas of web/src/api.ts (the client's one
+// definition of the API's shapes): a key missing, of another type, or not in the schema is a failure.
+async function apiValidator() {
+  const web = dirname(dirname(fileURLToPath(import.meta.url)));
+  const { module: api } = await runnerImport(join(web, 'src', 'api.ts'), { configFile: false, logLevel: 'error' });
+  const { module: schema } = await runnerImport(join(web, 'src', 'schema.ts'), { configFile: false, logLevel: 'error' });
+  const seen = new Map();  // route -> answers validated
+  return {
+    check(url, status, body) {
+      const u = new URL(url);
+      const s = status === 200 ? api.answerSchema(u.pathname, u.searchParams) : api.ApiErrorBody;
+      if (!s) { fail(`no schema in web/src/api.ts for ${u.pathname}`); return; }
+      const errors = schema.validate(s, body);
+      if (errors.length) fail(`${u.pathname}${u.search} (${status}) does not match web/src/api.ts: ${errors.slice(0, 5).join('; ')}`);
+      const route = `${u.pathname.split('/').filter(Boolean).slice(3).join('/') || 'runs'}${u.searchParams.has('timing_only') ? '?timing_only' : ''}`;
+      seen.set(route, (seen.get(route) ?? 0) + 1);
+    },
+    seen,
+  };
+}
+
 // Non-background pixels of a canvas.
 const inkOf = (page, sel) => page.evaluate((sel) => {
   const c = document.querySelector(sel);
@@ -78,12 +138,24 @@ async function main() {
   execFileSync(bin, ['run', '-m', model, '-p', 'Once upon a time', '-n', '24', '--temp', '0', '-t', '2', '-o', runA], { stdio: 'ignore' });
   execFileSync(bin, ['run', '-m', model, '-p', 'Once upon a time there', '-n', '24', '--temp', '0', '-t', '1', '-o', runB], { stdio: 'ignore' });
   const server = await startServer([runA, runB]);
-  const api = async (p) => (await fetch(server.url + p)).json();
+  const validator = await apiValidator();
+  const api = async (p) => {
+    const r = await fetch(server.url + p);
+    const body = await r.json();
+    validator.check(server.url + p, r.status, body);
+    return body;
+  };
   const info = await api('api/runs/0/run');
   const map = await api('api/runs/0/memory-map');
   const browser = await launch();
   try {
     const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
+    await page.addInitScript(trackLiveResources);
+    const pending = [];
+    page.on('response', (r) => {
+      if (!new URL(r.url()).pathname.startsWith('/api/')) return;
+      pending.push(r.json().then((body) => validator.check(r.url(), r.status(), body), () => {}));  // aborted: no body
+    });
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
@@ -175,6 +247,38 @@ async function main() {
     await page.locator('#compare').screenshot({ path: join(shots, 'compare.png') });
     await page.screenshot({ path: join(shots, 'page.png'), fullPage: true });
     check(errors.length === 0, `still no page errors (${errors.join(' | ')})`);
+
+    // 8. switching runs twice (A → B → A) while playing leaves nothing of the old runs' views running: as many
+    // window and document listeners as after the first load, no play timer, one layout worker
+    await page.evaluate(() => window.scrollTo(0, 0));
+    const base = await page.evaluate(() => window.__ttLive());
+    await page.click('#play');
+    check((await page.evaluate(() => window.__ttLive().intervals)) === 1, 'play runs a timer');
+    for (const i of [1, 0]) {
+      await page.click(`#run-${i}`);
+      await page.waitForSelector(`#run-${i}.active`, { timeout: 30000 });
+      await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    }
+    const live = await page.evaluate(() => window.__ttLive());
+    check(live.window === base.window && live.document === base.document,
+      `run switches leave no window/document listeners behind (${base.window}/${base.document} → ${live.window}/${live.document}: ${base.windowTypes} → ${live.windowTypes})`);
+    check(live.intervals === 0, `run switches stop the play timer (${live.intervals} left)`);
+    check(live.workers === base.workers, `run switches leave no layout workers behind (${base.workers} → ${live.workers})`);
+    await page.waitForFunction((n) => (document.querySelector('#table-count')?.textContent ?? '').replace(/[^0-9]/g, '') === String(n), info.derived.ops);
+    check(true, 'after switching back, the table counts run A\'s ops');
+    check((await inkOf(page, '#heat-canvas')) > 1000, 'after switching back, the heatmap has content');
+    await page.screenshot({ path: join(shots, 'page-after-switch.png'), fullPage: false });
+
+    // 9. every route's answers match web/src/api.ts: those the page asked for, and the variants it does not ask for
+    for (const p of ['api/runs', 'api/runs/1/run', 'api/runs/0/steps?from=0&to=3', 'api/runs/0/ops?i=7',
+      'api/runs/0/ops?op=MUL_MAT&locate=0&limit=3', 'api/runs/0/spans?limit=1', 'api/runs/0/spans?t0=0&t1=1',
+      'api/runs/0/graph?step=0&timing_only=1', 'api/runs/0/buffers?max_events=100000&px=3',
+      'api/runs/0/heatmap?step=1&cumulative=0&bins=5', 'api/runs/0/ops?limit=nope', 'api/runs/9/run']) await api(p);
+    await Promise.all(pending);
+    const routes = ['runs', 'run', 'memory-map', 'steps', 'ops', 'spans', 'graph', 'graph?timing_only', 'buffers', 'heatmap', 'summary'];
+    const missing = routes.filter((r) => !validator.seen.has(r));
+    check(missing.length === 0, `answers of every route validated against web/src/api.ts (${[...validator.seen].map(([r, n]) => `${r} ${n}`).join(', ')}; missing: ${missing.join(' ') || 'none'})`);
+    check(errors.length === 0, `no page errors after the run switches (${errors.join(' | ')})`);
   } finally {
     await browser.close();
     await stopServer(server);

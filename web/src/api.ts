@@ -1,46 +1,187 @@
-// Client of the JSON API of `tensortrace serve` (docs/viewer.md).
-import type { MapTensor, StepRow } from './transforms';
+// The JSON API of `tensortrace serve` (src/serve/api.cpp builds it; docs/viewer.md lists the routes and their
+// parameters): this file is the one definition of the answers' shapes. Each shape is a schema (schema.ts); the
+// client's types are derived from them, and the e2e test validates every answer of a live server against them.
+import {
+  array, bool, literal, nullable, num, object, openObject, optional, record, str, tagged, tuple, tupleWithOptionalTail,
+  type Infer, type Schema,
+} from './schema';
 
-export interface RunEntry { index: number; dir: string; name: string; model: string; prompt: string;
-  generated_text: string; steps: number; ops: number; complete: boolean }
-export interface BufferInfo { id: number; pool: string; name: string; size: number }
-export interface RunInfo { run: any; derived: { dir: string; steps: number; ops: number; spans: number; threads: number;
-  t_end_ns: number; complete: boolean; stop_reason: string; graphs: number; buffers: BufferInfo[]; file_size: number } }
-export interface MemoryMap { file: string; file_size: number; data_offset: number; tensors: MapTensor[];
-  sections: Record<string, [number, number]> }
-export interface OpRow { i: number; step: number; node: number; phase: string; op: string; layer: number | null;
-  name: string; thread: number; n_threads: number; start_ns: number; end_ns: number; type: string; shape: number[];
-  pool: string; out_bytes: number; file_bytes: number; buffer_bytes: number;
-  inputs: { name: string; type: string; shape: number[]; pool: string; ranges: (string | number)[][] }[];
-  fused?: string[]; stats?: { min: number; max: number; mean: number; nan: number; inf: number; hash: string } }
-export interface OpsPage { total: number; offset: number; rows: OpRow[]; located?: number | null }
-export interface Track { name: string; size: number; bins: number; read: number[]; write: number[];
-  segments: { buffer_id: number; name: string; pool: string; start: number; end: number }[] }
-export interface Heatmap { step: number; cumulative: boolean; start: number; end: number; bins: number; file_size: number;
-  file: number[]; tensors: [number, number, number][]; tracks: Track[];
-  bytes: { file: number; kv_read: number; kv_written: number; activation_read: number; activation_written: number } }
-export interface Spans { t0: number; t1: number; threads: number; count: number; mode: 'spans' | 'buckets'; px?: number;
-  spans?: number[][]; buckets?: number[][] }
-export interface GraphResp { step: number; graph_id: number; graph: { nodes: any[]; edges: any[] }; timing: number[][] }
-export interface BuffersResp { t0: number; t1: number; px: number; pools: string[]; live_max: Record<string, number[]>;
-  peak: { bytes: number; t_ns: number }; event_count: number; events: any[][]; steps: any[] }
-// Per phase, where each thread is during the median step (the server's analysis::thread_time).
-export interface ThreadTimeRow { thread: number; busy_ns_median_step: number; outside_ns_median_step: number;
-  gaps_median_step: number; gap_median_ns: number; gap_p90_ns: number; outside_share_in_short_gaps: number }
-export interface ThreadTime { short_gap_ns: number;
-  phases: Record<string, { steps: number; step_ns_median: number; after_step_ns_median: number; threads: ThreadTimeRow[] }> }
-export interface Summary { steps: StepRow[]; layers: { layer: number | null; ns: number }[];
-  op_kinds: { op: string; count: number; ns: number }[]; hottest_tensors: { name: string; reads: number; bytes: number }[];
-  peak_buffer_bytes: number; thread_time?: ThreadTime }
+const range = tuple(num, num);  // [start, end) in bytes
+
+// GET /api/runs: the runs served, in command-line order.
+export const RunEntry = object({ index: num, dir: str, name: str, model: str, prompt: str, generated_text: str,
+  steps: num, ops: num, complete: bool });
+export const RunList = object({ runs: array(RunEntry) });
+
+// GET /api/runs/{i}/run: `run` is run.json as written (docs/run-directory.md; {} when the run has none; the viewer
+// reads only these parts), `derived` what the server worked out from the trace.
+export const BufferInfo = object({ id: num, pool: str, name: str, size: num });
+export const RunInfo = object({
+  run: openObject({
+    model: optional(openObject({ config: optional(openObject({ n_layer: optional(num) })) })),
+    options: optional(openObject({ prompt: optional(str) })),
+    generated_text: optional(str),
+  }),
+  derived: object({
+    dir: str, steps: num, ops: num, spans: num, threads: num, t_end_ns: num, complete: bool,
+    stop_reason: str,  // "" for a complete run
+    graphs: num, buffers: array(BufferInfo),
+    file_size: num,  // of the model file
+    step_times: array(tuple(num, num, str)),  // per step: start_ns, end_ns, phase
+    step_graph: array(num),  // per step: its graph's id (-1: none recorded); [] without graphs/index.json
+  }),
+});
+
+// GET /api/runs/{i}/memory-map: memory-map.json (docs/memory-map.md). A run without one gets only `file_size` 0 and
+// no tensors, hence the optional keys.
+export const MapTensor = object({ name: str, type: str, shape: array(num), offset_start: num, offset_end: num,
+  size_bytes: num, layer: nullable(num), category: str, component: str });
+export const MemoryMap = object({
+  format: optional(str), version: optional(num), file: optional(str), model_name: optional(str),
+  architecture: optional(str), file_size: num, gguf_version: optional(num), alignment: optional(num),
+  data_offset: optional(num), sections: optional(record(range)), tensors: array(MapTensor),
+});
+
+// GET /api/runs/{i}/steps: the steps.jsonl objects (docs/run-directory.md) without hidden_stats and logits_stats; a
+// step without its line (a killed run) gets what its trace marker knows (step, phase, positions, times, token), or
+// only `step`.
+export const TopToken = object({ id: num, text: str, logit: num, prob: num });
+export const StepRow = object({
+  step: num, phase: optional(str), pos_begin: optional(num), pos_end: optional(num), input_tokens: optional(array(num)),
+  token: optional(nullable(num)), token_text: optional(nullable(str)), end_of_generation: optional(bool),
+  probability: optional(num), softmax_probability: optional(num), top_k: optional(array(TopToken)),
+  top1_top2_gap: optional(nullable(num)), entropy: optional(nullable(num)), start_ns: optional(num),
+  end_ns: optional(num), n_ops: optional(num), graph: optional(num),
+});
+export const StepsPage = object({ from: num, to: num, total: num, steps: array(StepRow) });
+
+// GET /api/runs/{i}/ops: op records. A range is [pool, buffer id, offset, length] and, for KV cache positions,
+// pos_begin, pos_end. Value statistics come with traces recorded with values (NaN and infinities arrive as null).
+export const OpInput = object({ name: str, type: str, shape: array(num), pool: str,
+  ranges: array(tupleWithOptionalTail([str, num, num, num], [num, num])) });
+export const OpRow = object({
+  i: num, step: num, node: num, phase: str, op: str, layer: nullable(num), name: str, thread: num, n_threads: num,
+  start_ns: num, end_ns: num, type: str, shape: array(num), pool: str, out_bytes: num, file_bytes: num,
+  buffer_bytes: num, inputs: array(OpInput), fused: optional(array(str)),
+  stats: optional(object({ min: nullable(num), max: nullable(num), mean: nullable(num), nan: num, inf: num, hash: str })),
+});
+// `located`: with `locate`, the op's position in the filtered list (null: filtered out).
+export const OpsPage = object({ total: num, offset: num, rows: array(OpRow), located: optional(nullable(num)) });
+
+// GET /api/runs/{i}/spans: single spans, or per-pixel aggregates when more than `limit` fall in the window.
+// Op kind ids index transforms.ts OP_KINDS; -1 layer: none, -1 op index: unknown.
+const spansCommon = { t0: num, t1: num, threads: num, count: num };
+export const Spans = tagged('mode', {
+  spans: object({ ...spansCommon, mode: literal('spans'),
+    columns: array(str),  // thread, start_ns, end_ns, step, node, op, layer, i
+    spans: array(tuple(num, num, num, num, num, num, num, num)) }),
+  buckets: object({ ...spansCommon, mode: literal('buckets'), px: num,
+    columns: array(str),  // thread, bucket, busy (fraction), op, layer (the bucket's dominant op kind and layer)
+    buckets: array(tuple(num, num, num, num, num)) }),
+});
+
+// GET /api/runs/{i}/graph: graphs/graph-NNNN.json (docs/run-directory.md) and the step's timing rows
+// [node, start_ns, end_ns, thread, op index]; with timing_only=1 (GraphTiming) without the graph.
+export const GraphNode = object({
+  id: str, index: optional(num),  // node_<index> for executed nodes; leaves (op LEAF) are leaf_<n>, without index
+  name: str, op: str, shape: nullable(array(num)),  // null: depends on the number of cache positions
+  type: str, layer: nullable(num), category: str, pool: str, weight_tensor: optional(str),
+});
+export const GraphEdge = object({ source: str, target: str, slot: num, label: str });
+export const Graph = object({ format: str, version: num, n_nodes: num, n_edges: num, note: str,
+  nodes: array(GraphNode), edges: array(GraphEdge) });
+const timingRows = { step: num, graph_id: num, timing_columns: array(str), timing: array(tuple(num, num, num, num, num)) };
+export const GraphResp = object({ ...timingRows, graph: Graph });
+export const GraphTiming = object(timingRows);
+
+// GET /api/runs/{i}/buffers: live bytes per pool (`live_max`: the highest in each of `px` buckets), the run's peak,
+// the buffers.json events in the window (when at most `max_events`) and its per-step peaks.
+export const BufferEvent = tuple(num, num, str, str, num, num, num, str, bool);  // t_ns, step, kind (a/f), pool,
+// buffer_id, offset, bytes, tensor, reuse
+export const BufferStep = object({ step: num, activation_peak_bytes: num, activation_peak_node: str, arena_bytes: num,
+  scratch_bytes: num, static_bytes: num, total_peak_bytes: num });
+export const BuffersResp = object({
+  t0: num, t1: num, px: num, pools: array(str), live_max: record(array(num)), peak: object({ bytes: num, t_ns: num }),
+  event_count: num, events_columns: array(str), events: array(BufferEvent), steps: array(BufferStep),
+});
+
+// GET /api/runs/{i}/heatmap: reads of the model file per bin (mean times each byte was read), the tensors read
+// ([memory-map index, times read, bytes read]), byte totals, and the runtime buffers' tracks.
+export const Track = object({ name: str, size: num, bins: num, read: array(num), write: array(num),
+  segments: array(object({ buffer_id: num, name: str, pool: str, start: num, end: num })) });
+export const Heatmap = object({
+  step: num, cumulative: bool, start: num, end: num, bins: num, file_size: num, file: array(num),
+  tensor_columns: array(str), tensors: array(tuple(num, num, num)),
+  bytes: object({ file: num, kv_read: num, kv_written: num, activation_read: num, activation_written: num }),
+  tracks: array(Track),
+});
+
+// GET /api/runs/{i}/summary. thread_time is `analyze`'s (docs/analysis.md): per phase, where each thread is during
+// the median step.
+export const ThreadTimeRow = object({ thread: num, busy_ns_total: num, outside_ns_total: num, busy_ns_median_step: num,
+  outside_ns_median_step: num, gaps_median_step: num, gap_median_ns: num, gap_p90_ns: num,
+  outside_share_in_short_gaps: num });
+export const ThreadTime = object({ short_gap_ns: num,
+  phases: record(object({ steps: num, step_ns_total: num, step_ns_median: num, after_step_ns_median: num,
+    threads: array(ThreadTimeRow) })) });
+// Per step from the trace; phase, times and token only for steps with a marker, token_text, entropy and gap only
+// for steps with a steps.jsonl line.
+export const SummaryStep = object({ step: num, ops: num, op_ns: num, file_bytes: num, buffer_bytes: num,
+  phase: optional(str), start_ns: optional(num), end_ns: optional(num), token: optional(num),
+  token_text: optional(nullable(str)), entropy: optional(nullable(num)), top1_top2_gap: optional(nullable(num)) });
+export const Summary = object({
+  steps: array(SummaryStep), layers: array(object({ layer: nullable(num), ns: num })),
+  op_kinds: array(object({ op: str, count: num, ns: num })),
+  hottest_tensors: array(object({ name: str, reads: num, bytes: num })),  // top 25 by bytes read
+  peak_buffer_bytes: num, thread_time: ThreadTime,
+});
+
+// Every error: a 4xx (or 500) status with this body.
+export const ApiErrorBody = object({ error: str });
+
+export type RunEntry = Infer<typeof RunEntry>;
+export type RunInfo = Infer<typeof RunInfo>;
+export type MapTensor = Infer<typeof MapTensor>;
+export type MemoryMap = Infer<typeof MemoryMap>;
+export type StepRow = Infer<typeof StepRow>;
+export type OpRow = Infer<typeof OpRow>;
+export type OpsPage = Infer<typeof OpsPage>;
+export type Spans = Infer<typeof Spans>;
+export type GraphNode = Infer<typeof GraphNode>;
+export type GraphEdge = Infer<typeof GraphEdge>;
+export type GraphResp = Infer<typeof GraphResp>;
+export type GraphTiming = Infer<typeof GraphTiming>;
+export type BuffersResp = Infer<typeof BuffersResp>;
+export type Heatmap = Infer<typeof Heatmap>;
+export type ThreadTime = Infer<typeof ThreadTime>;
+export type SummaryStep = Infer<typeof SummaryStep>;
+export type Summary = Infer<typeof Summary>;
+
+// The answer's schema of each route (the last path segment; `graph` with timing_only=1 is GraphTiming), for the
+// e2e test's validation of live answers.
+export function answerSchema(path: string, params: URLSearchParams): Schema<unknown> | null {
+  const parts = path.split('/').filter(Boolean);
+  if (parts.length === 2) return RunList;
+  const route = parts[3] ?? 'run';
+  if (route === 'graph' && ['1', 'true'].includes(params.get('timing_only') ?? '')) return GraphTiming;
+  const byRoute: Record<string, Schema<unknown>> = { run: RunInfo, 'memory-map': MemoryMap, steps: StepsPage,
+    ops: OpsPage, spans: Spans, graph: GraphResp, buffers: BuffersResp, heatmap: Heatmap, summary: Summary };
+  return byRoute[route] ?? null;
+}
 
 export async function getJSON<T>(url: string, signal?: AbortSignal): Promise<T> {
   const r = await fetch(url, { signal });
-  const body = await r.json();
-  if (!r.ok) throw new Error(body?.error ?? `HTTP ${r.status}`);
+  const body: unknown = await r.json();
+  if (!r.ok) {
+    const message = (body as { error?: unknown } | null)?.error;
+    throw new Error(typeof message === 'string' ? message : `HTTP ${r.status}`);
+  }
   return body as T;
 }
 
-function qs(p: Record<string, string | number | boolean | undefined | null>): string {
+export type Query = Record<string, string | number | boolean | undefined | null>;
+
+function qs(p: Query): string {
   const parts: string[] = [];
   for (const [k, v] of Object.entries(p)) {
     if (v === undefined || v === null || v === '') continue;
@@ -49,18 +190,23 @@ function qs(p: Record<string, string | number | boolean | undefined | null>): st
   return parts.length ? `?${parts.join('&')}` : '';
 }
 
+// One run's routes. `lifetime` ends every request of the run at once (a run switch aborts the old run's).
 export class RunApi {
-  constructor(public readonly index: number) {}
-  private u(what: string, p: Record<string, any> = {}) { return `api/runs/${this.index}/${what}${qs(p)}`; }
-  run() { return getJSON<RunInfo>(this.u('run')); }
-  memoryMap() { return getJSON<MemoryMap>(this.u('memory-map')); }
-  steps(from?: number, to?: number) { return getJSON<{ steps: StepRow[]; total: number }>(this.u('steps', { from, to })); }
-  ops(p: Record<string, any>, signal?: AbortSignal) { return getJSON<OpsPage>(this.u('ops', p), signal); }
-  spans(p: Record<string, any>, signal?: AbortSignal) { return getJSON<Spans>(this.u('spans', p), signal); }
-  graph(step: number, timingOnly = false) { return getJSON<GraphResp>(this.u('graph', { step, timing_only: timingOnly || undefined })); }
-  buffers(p: Record<string, any>, signal?: AbortSignal) { return getJSON<BuffersResp>(this.u('buffers', p), signal); }
-  heatmap(p: Record<string, any>, signal?: AbortSignal) { return getJSON<Heatmap>(this.u('heatmap', p), signal); }
-  summary() { return getJSON<Summary>(this.u('summary')); }
+  constructor(public readonly index: number, private readonly lifetime?: AbortSignal) {}
+  private get<T>(what: string, p: Query = {}, signal?: AbortSignal): Promise<T> {
+    const signals = [this.lifetime, signal].filter((s): s is AbortSignal => s !== undefined);
+    return getJSON<T>(`api/runs/${this.index}/${what}${qs(p)}`, signals.length > 1 ? AbortSignal.any(signals) : signals[0]);
+  }
+  run() { return this.get<RunInfo>('run'); }
+  memoryMap() { return this.get<MemoryMap>('memory-map'); }
+  steps(from?: number, to?: number) { return this.get<Infer<typeof StepsPage>>('steps', { from, to }); }
+  ops(p: Query, signal?: AbortSignal) { return this.get<OpsPage>('ops', p, signal); }
+  spans(p: Query, signal?: AbortSignal) { return this.get<Spans>('spans', p, signal); }
+  graph(step: number) { return this.get<GraphResp>('graph', { step }); }
+  graphTiming(step: number) { return this.get<GraphTiming>('graph', { step, timing_only: true }); }
+  buffers(p: Query, signal?: AbortSignal) { return this.get<BuffersResp>('buffers', p, signal); }
+  heatmap(p: Query, signal?: AbortSignal) { return this.get<Heatmap>('heatmap', p, signal); }
+  summary() { return this.get<Summary>('summary'); }
 }
 
-export function listRuns() { return getJSON<{ runs: RunEntry[] }>('api/runs'); }
+export function listRuns() { return getJSON<Infer<typeof RunList>>('api/runs'); }

@@ -25,7 +25,7 @@ export function makeCtx(api: RunApi, info: RunInfo, map: MemoryMap, store: Store
   const nLayers = info.run?.model?.config?.n_layer ??
     (Math.max(-1, ...map.tensors.map((t) => t.layer ?? -1)) + 1);
   const cache = new Map<number, Promise<OpRow>>();
-  const stepTimes = (info.derived as any).step_times as [number, number, string][];
+  const stepTimes = info.derived.step_times;
   return {
     api, info, map, store, nLayers, stepTimes, tensors,
     tensorByName: new Map(tensors.map((t) => [t.name, t])),

@@ -1,16 +1,8 @@
 // Pure data transforms of the viewer (unit-tested in tests/transforms.test.ts): no DOM here.
 
-export interface MapTensor {
-  name: string;
-  type: string;
-  shape: number[];
-  offset_start: number;
-  offset_end: number;
-  size_bytes: number;
-  layer: number | null;
-  category: string;
-  component: string;
-}
+import type { GraphEdge as ApiGraphEdge, GraphNode as ApiGraphNode, MapTensor } from './api';
+
+export type { MapTensor };
 
 export const OP_KINDS = [
   'GET_ROWS', 'RMS_NORM', 'MUL', 'ADD', 'MUL_MAT', 'ROPE', 'SET_ROWS', 'FLASH_ATTN_EXT', 'SWIGLU', 'RESHAPE', 'VIEW',
@@ -111,19 +103,19 @@ export function panWindow(start: number, end: number, delta: number, size: numbe
   return [s, s + span];
 }
 
-export interface GraphNode { id: string; index?: number; name: string; op: string; layer: number | null;
-  category?: string; shape?: number[] | null; type?: string; pool?: string; weight_tensor?: string }
-export interface GraphEdge { source: string; target: string; slot: number; label?: string }
+// What the graph transforms need of a node and an edge (the API's have these and more).
+export type GraphNode = Pick<ApiGraphNode, 'id' | 'name' | 'op' | 'layer'> & Partial<ApiGraphNode>;
+export type GraphEdge = Pick<ApiGraphEdge, 'source' | 'target' | 'slot'> & Partial<ApiGraphEdge>;
 
 // The nodes of one layer plus the nodes outside it that feed it (shared inputs) or consume it, and the edges
 // touching the layer (null: the nodes outside every layer). layer === 'all' keeps everything.
-export function filterGraph(nodes: GraphNode[], edges: GraphEdge[], layer: number | null | 'all'):
-  { nodes: GraphNode[]; edges: GraphEdge[]; boundary: Set<string> } {
+export function filterGraph<N extends GraphNode, E extends GraphEdge>(nodes: N[], edges: E[], layer: number | null | 'all'):
+  { nodes: N[]; edges: E[]; boundary: Set<string> } {
   if (layer === 'all') return { nodes, edges, boundary: new Set() };
   const inLayer = new Set(nodes.filter((n) => n.layer === layer).map((n) => n.id));
   const keep = new Set(inLayer);
   const boundary = new Set<string>();
-  const kept: GraphEdge[] = [];
+  const kept: E[] = [];
   for (const e of edges) {
     const s = inLayer.has(e.source), t = inLayer.has(e.target);
     if (!s && !t) continue;
@@ -132,11 +124,6 @@ export function filterGraph(nodes: GraphNode[], edges: GraphEdge[], layer: numbe
   }
   return { nodes: nodes.filter((n) => keep.has(n.id)), edges: kept, boundary };
 }
-
-export interface StepRow { step: number; phase?: string; token?: number | null; token_text?: string | null;
-  entropy?: number | null; top1_top2_gap?: number | null; start_ns?: number; end_ns?: number; op_ns?: number;
-  file_bytes?: number; buffer_bytes?: number; ops?: number;
-  top_k?: { id: number; text: string; logit: number; prob: number }[] }
 
 export interface CompareRow { key: string; a: number; b: number; diff: number; ratio: number | null }
 
@@ -153,7 +140,7 @@ export function compareBy(a: { key: string; value: number }[], b: { key: string;
 }
 
 // Per step token comparison: first differing step (or -1) and per-step equality.
-export function compareTokens(a: StepRow[], b: StepRow[]): { firstDiff: number; same: boolean[] } {
+export function compareTokens(a: { token?: number | null }[], b: { token?: number | null }[]): { firstDiff: number; same: boolean[] } {
   const n = Math.max(a.length, b.length);
   const same: boolean[] = [];
   let firstDiff = -1;

@@ -1,15 +1,15 @@
 // Small DOM helpers shared by the views.
 import { heatRGB } from './transforms';
 
-export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, any> = {},
+export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, unknown> = {},
   ...children: (Node | string | null | undefined)[]): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === null || v === false) continue;
-    if (k === 'class') e.className = v;
+    if (k === 'class') e.className = String(v);
     else if (k === 'style' && typeof v === 'object') Object.assign(e.style, v);
-    else if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v);
-    else if (k in e && typeof v !== 'string') (e as any)[k] = v;
+    else if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v as EventListener);
+    else if (k in e && typeof v !== 'string') (e as unknown as Record<string, unknown>)[k] = v;
     else e.setAttribute(k, String(v));
   }
   for (const c of children) if (c !== null && c !== undefined) e.append(c);
@@ -19,8 +19,12 @@ export function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<
 // Widths of canvas containers, kept by a ResizeObserver so drawing never forces a synchronous layout (reading
 // clientWidth after another view changed the DOM re-lays out the whole page: 5–40 ms per canvas on a step change).
 const knownWidth = new WeakMap<Element, number>();
+// An element taken out of the page (a run switch replaces the views) is reported once more and let go.
 const widthObserver = typeof ResizeObserver === 'undefined' ? null : new ResizeObserver((entries) => {
-  for (const e of entries) knownWidth.set(e.target, (e.target as HTMLElement).clientWidth);  // fresh layout here
+  for (const e of entries) {
+    if (!e.target.isConnected) { widthObserver?.unobserve(e.target); knownWidth.delete(e.target); continue; }
+    knownWidth.set(e.target, (e.target as HTMLElement).clientWidth);  // fresh layout here
+  }
 });
 // A window resize invalidates them before the views' own resize handlers redraw.
 if (typeof window !== 'undefined') window.addEventListener('resize', () => {
@@ -56,8 +60,9 @@ export function fitCanvas(c: HTMLCanvasElement, height: number): CanvasRendering
 }
 
 // Redraws a view at the next frame while it is on screen; off screen it only remembers that it is out of date and
-// redraws when scrolled into view (a step change then costs nothing for the views below the fold).
-export function whenVisible(root: Element, draw: () => void): () => void {
+// redraws when scrolled into view (a step change then costs nothing for the views below the fold). `signal` ends the
+// watching (the view's lifetime).
+export function whenVisible(root: Element, draw: () => void, signal: AbortSignal): () => void {
   let visible = true, dirty = false, pending = false;
   const frame = () => {
     if (pending) return;
@@ -65,12 +70,15 @@ export function whenVisible(root: Element, draw: () => void): () => void {
     requestAnimationFrame(() => { pending = false; dirty = false; draw(); });
   };
   if (typeof IntersectionObserver !== 'undefined') {
-    new IntersectionObserver((entries) => {
+    const observer = new IntersectionObserver((entries) => {
       visible = entries[entries.length - 1].isIntersecting;
       if (visible && dirty) frame();
-    }, { rootMargin: '100px' }).observe(root);
+    }, { rootMargin: '100px' });
+    observer.observe(root);
+    signal.addEventListener('abort', () => observer.disconnect());
   }
   return () => {
+    if (signal.aborted) return;
     dirty = true;
     if (visible) frame();
   };

@@ -3,11 +3,13 @@ import type { BuffersResp } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, formatNs, peakOf, Scale } from '../transforms';
 import { cssWidth, debounce, el, esc, fitCanvas, hideTip, panel, showTip, whenVisible } from '../ui';
+import { Lifetime, type View } from '../view';
 
 const H = 170, PAD_L = 64, PAD_T = 10, PAD_B = 18;
 const POOL_COLORS: Record<string, string> = { KV_CACHE: '#e15759', ACTIVATION: '#4e79a7', SCRATCH: '#edc948', INPUT: '#59a14f' };
 
-export function buffersView(ctx: Ctx): HTMLElement {
+export function buffersView(ctx: Ctx): View {
+  const life = new Lifetime();
   const info = el('span', { class: 'muted', id: 'buffers-info' });
   const { root, body } = panel('buffers', 'Buffers', info);
   const canvas = el('canvas', { id: 'buffers-canvas' });
@@ -109,9 +111,9 @@ export function buffersView(ctx: Ctx): HTMLElement {
   });
   canvas.addEventListener('mouseleave', () => { hideTip('buffers'); });
   const loadSoon = debounce(load, 60);
-  ctx.onTimeWindow.add(whenVisible(root, loadSoon));  // off screen: fetched when scrolled into view
-  ctx.store.on('step', whenVisible(root, draw));
-  window.addEventListener('resize', debounce(load, 150));
-  (root as any).start = load;
-  return root;
+  ctx.onTimeWindow.add(whenVisible(root, loadSoon, life.signal));  // off screen: fetched when scrolled into view
+  ctx.store.on('step', whenVisible(root, draw, life.signal));
+  window.addEventListener('resize', debounce(load, 150), { signal: life.signal });
+  life.add(() => abort?.abort());
+  return { element: root, start: load, dispose: () => life.dispose() };
 }

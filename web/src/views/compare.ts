@@ -2,8 +2,9 @@
 import type { RunEntry, Summary } from '../api';
 import { compareBy, compareTokens, formatBytes, formatNs, OP_COLORS } from '../transforms';
 import { el, panel, tokenText } from '../ui';
+import type { View } from '../view';
 
-export function compareView(runs: RunEntry[], a: Summary, b: Summary, onStep: (s: number) => void): HTMLElement {
+export function compareView(runs: RunEntry[], a: Summary, b: Summary, onStep: (s: number) => void): View {
   const { root, body } = panel('compare', `Compare: A = ${runs[0].name} · B = ${runs[1].name}`);
   const pct = (r: number | null) => (r === null ? '—' : `${r >= 1 ? '+' : ''}${((r - 1) * 100).toFixed(1)}%`);
   const diffCls = (r: number | null) => (r === null ? '' : r > 1.05 ? 'worse' : r < 0.95 ? 'better' : '');
@@ -33,5 +34,5 @@ export function compareView(runs: RunEntry[], a: Summary, b: Summary, onStep: (s
     el('div', { class: 'card' }, el('h3', {}, 'time per layer'), layerTable),
     el('div', { class: 'card' }, el('h3', {}, 'totals'), bytesTable),
     el('div', { class: 'card wide' }, el('h3', {}, tk.firstDiff < 0 ? 'tokens: identical' : `tokens: first difference at step ${tk.firstDiff} (A above, B below where they differ)`), tokens)));
-  return root;
+  return { element: root, dispose: () => {} };  // nothing outside its elements
 }

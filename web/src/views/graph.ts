@@ -1,10 +1,11 @@
 // Graph: the selected step's compute DAG in a layered layout (layout.ts), optionally one layer with its shared
 // inputs and the edges in and out. Click a node to select its op (or a weight leaf to select the tensor).
-import type { GraphResp } from '../api';
+import type { GraphEdge, GraphNode, GraphResp } from '../api';
 import type { Ctx } from '../context';
 import { layeredLayout, type LayeredLayout } from '../layout';
-import { filterGraph, formatNs, OP_COLORS, shapeString, tensorColor, type GraphEdge, type GraphNode } from '../transforms';
+import { filterGraph, formatNs, OP_COLORS, shapeString, tensorColor } from '../transforms';
 import { el, esc, hideTip, panel, rafThrottle, showTip, whenVisible } from '../ui';
+import { Lifetime, type View } from '../view';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const svgEl = (tag: string, attrs: Record<string, string | number> = {}) => {
@@ -13,10 +14,14 @@ const svgEl = (tag: string, attrs: Record<string, string | number> = {}) => {
   return e;
 };
 
+// The graph shown: a step's graph with its timing rows (filled in later when the graph was known already).
+type Shown = Omit<GraphResp, 'timing_columns'>;
+interface Filtered { nodes: GraphNode[]; edges: GraphEdge[]; boundary: Set<string> }
 interface Layout { nodes: Map<string, { x: number; y: number; w: number; h: number; n: GraphNode }>;
   edges: { e: GraphEdge; points: { x: number; y: number }[] }[]; width: number; height: number; boundary: Set<string> }
 
-export function graphView(ctx: Ctx): HTMLElement {
+export function graphView(ctx: Ctx): View {
+  const life = new Lifetime();
   const layerSel = el('select', { id: 'graph-layer', 'aria-label': 'layer' }, el('option', { value: 'all' }, 'all layers'),
     el('option', { value: 'none' }, 'outside layers'),
     ...Array.from({ length: ctx.nLayers }, (_, l) => el('option', { value: String(l) }, `layer ${l}`)));
@@ -27,26 +32,26 @@ export function graphView(ctx: Ctx): HTMLElement {
   const svg = svgEl('svg', { id: 'graph-svg', role: 'img' }) as SVGSVGElement;
   body.append(el('div', { class: 'graph-wrap' }, svg));
 
-  let resp: GraphResp | null = null;
+  let resp: Shown | null = null;
   let layout: Layout | null = null;
   let view = { x: 0, y: 0, w: 100, h: 100 };
   const layouts = new Map<string, Layout>();
   const timing = new Map<number, number[]>();  // node index -> [node, start, end, thread, i]
 
-  const layoutInput = (f: ReturnType<typeof filterGraph>) =>
+  const layoutInput = (f: Filtered) =>
     f.nodes.map((n) => ({ id: n.id, width: Math.max(70, Math.min(190, n.name.length * 6.4 + 16)), height: 30 }));
-  function toLayout(f: ReturnType<typeof filterGraph>, placed: LayeredLayout): Layout {
+  function toLayout(f: Filtered, placed: LayeredLayout): Layout {
     const nodes = new Map<string, { x: number; y: number; w: number; h: number; n: GraphNode }>();
     for (const n of f.nodes) { const p = placed.nodes.get(n.id)!; nodes.set(n.id, { x: p.x, y: p.y, w: p.width, h: p.height, n }); }
     const edges = f.edges.map((e, k) => ({ e, points: placed.edgePoints[k] }));
     return { nodes, edges, width: placed.width, height: placed.height, boundary: f.boundary };
   }
-  const filtered = (r: GraphResp, layer: number | null | 'all') =>
-    filterGraph(r.graph.nodes as GraphNode[], r.graph.edges as GraphEdge[], layer);
+  const filtered = (r: Shown, layer: number | null | 'all') =>
+    filterGraph(r.graph.nodes, r.graph.edges, layer);
 
   // One layer (tens of nodes) is laid out on the spot; all layers of a newly seen graph in a worker, started as soon
   // as the graph arrives, so choosing "all layers" finds it ready and the page never waits for it.
-  function layoutFor(r: GraphResp, layer: number | null | 'all'): Layout {
+  function layoutFor(r: Shown, layer: number | null | 'all'): Layout {
     const key = `${r.graph_id}:${layer}`;
     let l = layouts.get(key);
     if (!l) { const f = filtered(r, layer); l = toLayout(f, layeredLayout(layoutInput(f), f.edges)); layouts.set(key, l); }
@@ -56,13 +61,14 @@ export function graphView(ctx: Ctx): HTMLElement {
   let worker: Worker | null = null;
   const answers = new Map<number, { done: (l: LayeredLayout) => void; fail: () => void }>();
   let requestId = 0;
-  function layoutAllInWorker(r: GraphResp) {
+  function layoutAllInWorker(r: Shown) {
     const key = `${r.graph_id}:all`;
     if (layouts.has(key) || inWorker.has(key)) return;
     if (!worker) {
       try {
         worker = new Worker(new URL('../layout-worker.ts', import.meta.url), { type: 'module' });
       } catch { return; }  // no worker: laid out on the spot when chosen
+      life.add(() => worker?.terminate());
       worker.onmessage = (ev) => {
         const { id, layout: l } = ev.data;
         answers.get(id)?.done({ ...l, nodes: new Map(l.nodes) });
@@ -97,15 +103,15 @@ export function graphView(ctx: Ctx): HTMLElement {
   async function loadNow() {
     const step = ctx.store.sel.step;
     if (resp && resp.step === step) { show(); return; }
-    const gid: number | undefined = (ctx.info.derived as any).step_graph?.[step];
+    const gid: number | undefined = ctx.info.derived.step_graph[step];
     const known = gid === undefined ? undefined : graphs.get(gid);
     if (known && gid !== undefined) {
       // A known graph is shown at once; the step's timing rows (tooltips, node clicks) follow without delaying it.
-      const shown: GraphResp = { step, graph_id: gid, graph: known, timing: [] };
+      const shown: Shown = { step, graph_id: gid, graph: known, timing: [] };
       resp = shown;
       timing.clear();
       show();
-      ctx.api.graph(step, true).then((t) => {
+      ctx.api.graphTiming(step).then((t) => {
         if (resp !== shown) return;
         shown.timing = t.timing;
         for (const r of t.timing) timing.set(r[0], r);
@@ -142,10 +148,13 @@ export function graphView(ctx: Ctx): HTMLElement {
   // The other graphs of the run (a run has a few: the prompt's and the generation steps') are fetched and laid out
   // for the shown layer while the page is idle, so the first step into them costs no more than any other.
   function prefetchGraphsWhenIdle() {
-    const stepGraph: number[] = (ctx.info.derived as any).step_graph ?? [];
+    const stepGraph = ctx.info.derived.step_graph;
     const firstStep = new Map<number, number>();
     stepGraph.forEach((gid, step) => { if (gid >= 0 && !firstStep.has(gid)) firstStep.set(gid, step); });
-    const idle = window.requestIdleCallback ?? ((f: () => void) => setTimeout(f, 200));
+    const idle = (f: () => void) => {
+      if ('requestIdleCallback' in window) { const id = requestIdleCallback(f); life.add(() => cancelIdleCallback(id)); }
+      else { const id = setTimeout(f, 200); life.add(() => clearTimeout(id)); }
+    };
     for (const [gid, step] of firstStep) {
       if (graphs.has(gid)) continue;
       idle(() => {
@@ -280,7 +289,7 @@ export function graphView(ctx: Ctx): HTMLElement {
     view.x = drag.vx - (dx / r.width) * view.w;
     view.y = drag.vy - (dy / r.height) * view.h;
     applyView();
-  });
+  }, { signal: life.signal });
   window.addEventListener('mouseup', async (ev) => {
     const d = drag;
     drag = null;
@@ -296,7 +305,7 @@ export function graphView(ctx: Ctx): HTMLElement {
       const t = timing.get(n.index ?? Number(id.slice(5)));
       if (t) ctx.store.setOp(await ctx.opByIndex(t[4]));
     }
-  });
+  }, { signal: life.signal });
   svg.addEventListener('mousemove', (ev) => {
     if (drag) return;
     const g = (ev.target as Element).closest?.('g.node') as SVGGElement | null;
@@ -309,7 +318,7 @@ export function graphView(ctx: Ctx): HTMLElement {
   svg.addEventListener('mouseleave', () => hideTip('graph'));
   layerSel.addEventListener('change', load);
 
-  ctx.store.on('step', whenVisible(root, () => { load(); }));
+  ctx.store.on('step', whenVisible(root, () => { load(); }, life.signal));
   ctx.store.on('op', async () => {
     const op = ctx.store.sel.op;
     const want = op?.layer === null || op?.layer === undefined ? 'none' : String(op.layer);
@@ -322,6 +331,5 @@ export function graphView(ctx: Ctx): HTMLElement {
     const name = ctx.store.sel.tensor;
     if (name && layout) for (const [id, p] of layout.nodes) if (p.n.name === name) { centerOn(id); break; }
   });
-  (root as any).start = () => load().then(prefetchGraphsWhenIdle);
-  return root;
+  return { element: root, start: () => load().then(prefetchGraphsWhenIdle), dispose: () => life.dispose() };
 }

@@ -4,10 +4,12 @@ import type { Heatmap as HeatData } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, layerColor, shapeString, tensorAt, tensorColor, zoomWindow, panWindow, CATEGORY_LIGHTNESS } from '../transforms';
 import { el, esc, fitCanvas, cssWidth, drawHeatRow, hideTip, panel, showTip, rafThrottle, debounce, leadingDebounce } from '../ui';
+import { Lifetime, type View } from '../view';
 
 const ROW = { axis: 14, layoutY: 18, layoutH: 30, heatY: 52, heatH: 44, kvY: 124, trackH: 34, actY: 200, total: 250 };
 
-export function heatmapView(ctx: Ctx): HTMLElement {
+export function heatmapView(ctx: Ctx): View {
+  const life = new Lifetime();
   const fileSize = ctx.map.file_size;
   let win: [number, number] = [0, fileSize];
   let data: HeatData | null = null;
@@ -231,7 +233,7 @@ export function heatmapView(ctx: Ctx): HTMLElement {
     const k = tensorAt(ctx.tensors, off);
     if (k < 0) ctx.store.setTensor(null, null);
     else ctx.store.setTensor(ctx.tensors[k].name, [ctx.tensors[k].offset_start, ctx.tensors[k].offset_end]);
-  });
+  }, { signal: life.signal });
   canvas.addEventListener('dblclick', (ev) => {
     const r = canvas.getBoundingClientRect();
     const off = win[0] + ((ev.clientX - r.left) / r.width) * (win[1] - win[0]);
@@ -252,11 +254,8 @@ export function heatmapView(ctx: Ctx): HTMLElement {
   ctx.store.on('cumulative', () => { modeSel.value = ctx.store.cumulative ? '1' : '0'; load(); });
   ctx.store.on('op', redraw);
   ctx.store.on('tensor', redraw);
-  window.addEventListener('resize', debounce(load, 150));
-  (root as any).start = load;
-  // exposed for tests and the zoom-to-tensor of other views
-  (root as any).zoomTo = (a: number, b: number) => { win = [a, b]; load(); };
-  return root;
+  window.addEventListener('resize', debounce(load, 150), { signal: life.signal });
+  return { element: root, start: load, dispose: () => life.dispose() };
 }
 
 function rowLabel(g: CanvasRenderingContext2D, text: string, y: number, above = false) {

@@ -1,12 +1,15 @@
 // Logit landscape: per step the top-k tokens' probabilities (rank × step), the chosen token, entropy and the
 // top1−top2 logit gap over the run; the selected step's top-k as bars.
 import type { Ctx } from '../context';
-import { heatColor, Scale, type StepRow } from '../transforms';
+import type { StepRow } from '../api';
+import { heatColor, Scale } from '../transforms';
 import { CachedLayer, cssWidth, el, esc, fitCanvas, hideTip, panel, showTip, tokenText, whenVisible } from '../ui';
+import { Lifetime, type View } from '../view';
 
 const H = 200, PAD_L = 40, LAND_H = 110;
 
-export function logitsView(ctx: Ctx, getSteps: () => Promise<StepRow[]>): HTMLElement {
+export function logitsView(ctx: Ctx, getSteps: () => Promise<StepRow[]>): View {
+  const life = new Lifetime();
   const info = el('span', { class: 'muted' });
   const { root, body } = panel('logits', 'Logit landscape', info);
   const canvas = el('canvas', { id: 'logits-canvas' });
@@ -100,12 +103,12 @@ export function logitsView(ctx: Ctx, getSteps: () => Promise<StepRow[]>): HTMLEl
     const i = Math.floor(new Scale(0, steps.length, PAD_L, r.width).inv(ev.clientX - r.left));
     if (i >= 0 && i < steps.length) ctx.store.setStep(i);
   });
-  ctx.store.on('step', whenVisible(root, draw));
-  window.addEventListener('resize', draw);
-  (root as any).start = async () => {
+  ctx.store.on('step', whenVisible(root, draw, life.signal));
+  window.addEventListener('resize', draw, { signal: life.signal });
+  async function start() {
     steps = await getSteps();
     info.textContent = `${steps.length} steps · white dot: chosen token · orange: entropy · teal: top1−top2 gap`;
     draw();
-  };
-  return root;
+  }
+  return { element: root, start, dispose: () => life.dispose() };
 }

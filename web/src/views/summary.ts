@@ -3,11 +3,13 @@ import type { Summary } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, formatNs, layerColor, OP_COLORS, Scale } from '../transforms';
 import { CachedLayer, cssWidth, el, fitCanvas, hideTip, panel, showTip, whenVisible } from '../ui';
+import { Lifetime, type View } from '../view';
 
 const H = 150, PAD_L = 56;
 const maxOpNs = (st: Summary['steps']) => Math.max(1, ...st.map((s) => s.op_ns ?? 0));
 
-export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): HTMLElement {
+export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): View {
+  const life = new Lifetime();
   const { root, body } = panel('summary', 'Summary');
   const canvas = el('canvas', { id: 'summary-canvas' });
   const grid = el('div', { class: 'summary-grid' });
@@ -130,8 +132,8 @@ export function summaryView(ctx: Ctx, getSummary: () => Promise<Summary>): HTMLE
     const i = Math.floor(new Scale(0, sum.steps.length, PAD_L, r.width).inv(ev.clientX - r.left));
     if (i >= 0 && i < sum.steps.length) ctx.store.setStep(i);
   });
-  ctx.store.on('step', whenVisible(root, draw));
-  window.addEventListener('resize', draw);
-  (root as any).start = async () => { sum = await getSummary(); draw(); tables(); };
-  return root;
+  ctx.store.on('step', whenVisible(root, draw, life.signal));
+  window.addEventListener('resize', draw, { signal: life.signal });
+  const start = async () => { sum = await getSummary(); draw(); tables(); };
+  return { element: root, start, dispose: () => life.dispose() };
 }

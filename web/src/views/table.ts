@@ -1,13 +1,14 @@
 // Trace table: every op record, virtualized (only visible rows exist in the DOM; pages fetched on demand),
 // filtered server-side by step, phase, layer, op kind and name.
-import type { OpRow } from '../api';
+import type { OpRow, Query } from '../api';
 import type { Ctx } from '../context';
 import { formatBytes, OP_COLORS, OP_KINDS, shapeString } from '../transforms';
 import { debounce, el, panel } from '../ui';
+import type { View } from '../view';
 
 const ROW_H = 22, PAGE = 200;
 
-export function tableView(ctx: Ctx): HTMLElement {
+export function tableView(ctx: Ctx): View {
   const scope = el('select', { id: 'tf-scope', 'aria-label': 'steps' }, el('option', { value: 'all' }, 'all steps'),
     el('option', { value: 'step' }, 'selected step'));
   const phase = el('select', { id: 'tf-phase', 'aria-label': 'phase' }, el('option', { value: '' }, 'any phase'),
@@ -30,8 +31,8 @@ export function tableView(ctx: Ctx): HTMLElement {
   let selectedPos = -1;
   let gen = 0;
 
-  function filter(): Record<string, any> {
-    const f: Record<string, any> = {};
+  function filter(): Query {
+    const f: Query = {};
     if (scope.value === 'step') f.step = ctx.store.sel.step;
     if (phase.value) f.phase = phase.value;
     if (layer.value !== '') f.layer = layer.value;
@@ -149,6 +150,6 @@ export function tableView(ctx: Ctx): HTMLElement {
   let ignoreOp = false;
   ctx.store.on('op', () => { if (!ignoreOp && ctx.store.sel.op) locate(ctx.store.sel.op.i); });
   ctx.store.on('step', () => { if (scope.value === 'step') reset(); });
-  (root as any).start = reset;
-  return root;
+  // Listens only to its own elements and the run's store, which go with the run.
+  return { element: root, start: reset, dispose: () => {} };
 }

@@ -3,10 +3,12 @@ import type { Spans } from '../api';
 import type { Ctx } from '../context';
 import { formatNs, layerColor, OP_COLORS, OP_KINDS, Scale, stepAtTime } from '../transforms';
 import { cssWidth, debounce, el, esc, fitCanvas, hideTip, panel, rafThrottle, showTip, leadingDebounce } from '../ui';
+import { Lifetime, type View } from '../view';
 
 const LANE = 22, TOP = 18, BOTTOM = 6;
 
-export function timelineView(ctx: Ctx): HTMLElement {
+export function timelineView(ctx: Ctx): View {
+  const life = new Lifetime();
   const total: [number, number] = [0, Math.max(1, ctx.info.derived.t_end_ns)];
   let data: Spans | null = null;
   let abort: AbortController | null = null;
@@ -151,7 +153,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
     const r = canvas.getBoundingClientRect();
     const t = ctx.timeWindow[0] + ((ev.clientX - r.left) / r.width) * (ctx.timeWindow[1] - ctx.timeWindow[0]);
     ctx.store.setStep(stepAtTime(ctx.stepTimes.map(([a]) => ({ start_ns: a })), t));
-  });
+  }, { signal: life.signal });
   canvas.addEventListener('mousemove', (ev) => {
     if (drag) {
       const W = canvas.getBoundingClientRect().width;
@@ -204,7 +206,7 @@ export function timelineView(ctx: Ctx): HTMLElement {
     }
     redraw();
   });
-  window.addEventListener('resize', debounce(load, 150));
-  (root as any).start = load;
-  return root;
+  window.addEventListener('resize', debounce(load, 150), { signal: life.signal });
+  life.add(() => abort?.abort());
+  return { element: root, start: load, dispose: () => life.dispose() };
 }
