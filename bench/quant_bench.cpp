@@ -77,7 +77,7 @@ const Fixture& fixture(GgmlType type) {
 void run(benchmark::State& state, GgmlType type, bool fast) {
   const QuantKernels* k = find_kernels(type);
   const Fixture& f = fixture(type);
-  const VecDotFn fn = fast ? k->vec_dot : k->vec_dot_ref;
+  const VecDotFn fn = fast ? k->vec_dot.dot : k->vec_dot_ref;
   std::vector<float> out(kRows);
   for (auto _ : state) {
     for (int64_t r = 0; r < kRows; ++r) fn(kN, &out[r], f.weights.data() + r * f.row_bytes, f.act.data());
@@ -94,16 +94,16 @@ void gemm(benchmark::State& state, GgmlType type) {
   const QuantKernels* k = find_kernels(type);
   const Fixture& f = fixture(type);
   constexpr int64_t kTokens = 64, kRowTile = 16;
-  const BatchedKernels* batched = find_batched(type, kN, kRows);
-  const VecDotFn dot = batched ? batched->for_token(0, kTokens) : k->vec_dot;
+  const BatchedKernels* batched = k->batched_for(kN, kRows);
+  const DotKernel& dot = batched ? batched->for_token(0, kTokens) : k->vec_dot;
   const uint64_t y_row = tt::row_bytes(k->vec_dot_type, kN);
   std::vector<uint8_t> acts(y_row * kTokens);
   for (int64_t t = 0; t < kTokens; ++t) std::memcpy(acts.data() + t * y_row, f.act.data(), y_row);
   std::vector<float> out(kRows * kTokens);
   for (auto _ : state) {
     for (int64_t r0 = 0; r0 < kRows; r0 += kRowTile)
-      dot_tile(dot, kN, kRowTile, kTokens, f.weights.data() + r0 * f.row_bytes, f.row_bytes, acts.data(), y_row,
-               out.data() + r0, kRows);
+      dot.run_tile(kN, kRowTile, kTokens, f.weights.data() + r0 * f.row_bytes, f.row_bytes, acts.data(), y_row,
+                   out.data() + r0, kRows);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kN * kRows * kTokens);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "gguf/ggml_type.h"
@@ -68,7 +68,7 @@ CpuSets cpu_sets() {
 // The vec_dot implementations to check against the reference: the table's choice and every ISA this CPU runs.
 std::vector<std::pair<std::string, VecDotFn>> fast_impls(G type) {
   std::vector<std::pair<std::string, VecDotFn>> out;
-  out.emplace_back(std::string("table/") + kernel_isa(), find_kernels(type)->vec_dot);
+  out.emplace_back(std::string("table/") + kernel_isa(), find_kernels(type)->vec_dot.dot);
   const auto [avx2, avx512] = cpu_sets();
 #define TT_IMPL_CASE(T, fn)                             \
   case G::T:                                            \
@@ -211,7 +211,7 @@ TEST(QuantKernels, TableCoversEveryType) {
     EXPECT_EQ(k->type, t);
     EXPECT_NE(k->dequantize_row, nullptr);
     EXPECT_NE(k->vec_dot_ref, nullptr);
-    EXPECT_NE(k->vec_dot, nullptr);
+    EXPECT_NE(k->vec_dot.dot, nullptr);
     EXPECT_NE(find_kernels(k->vec_dot_type), nullptr) << type_name(k->vec_dot_type);
     EXPECT_NE(find_kernels(k->vec_dot_type)->quantize_row, nullptr) << type_name(k->vec_dot_type);
   }
@@ -222,6 +222,30 @@ TEST(QuantKernels, TableCoversEveryType) {
   EXPECT_EQ(find_kernels(G::IQ2_XXS), nullptr);
   const std::string isa = kernel_isa();
   EXPECT_TRUE(isa == "avx512-vnni" || isa == "avx512" || isa == "avx2" || isa == "scalar") << isa;
+}
+
+// Each entry's block layout is the reader's (the kernels' block structs against gguf's type traits); the
+// activation (vec_dot) types convert activations, the weight-only ones do not.
+TEST(QuantKernels, EntriesAgreeWithTypeTraits) {
+  const G activation_types[] = {G::F32, G::F16, G::BF16, G::Q8_0, G::Q8_1, G::Q8_K};
+  for (G t : kWeightTypes) {
+    const QuantKernels* k = find_kernels(t);
+    ASSERT_NE(k, nullptr) << type_name(t);
+    EXPECT_EQ(k->block_size, type_traits(t).block_size) << type_name(t);
+    EXPECT_EQ(k->block_bytes, type_traits(t).bytes_per_block) << type_name(t);
+    const bool activation =
+        std::find(std::begin(activation_types), std::end(activation_types), t) != std::end(activation_types);
+    EXPECT_EQ(k->quantize_activations != nullptr, activation) << type_name(t);
+  }
+  for (G t : activation_types) {
+    const QuantKernels* k = find_kernels(t);
+    ASSERT_NE(k, nullptr) << type_name(t);
+    EXPECT_EQ(k->block_bytes, type_traits(t).bytes_per_block) << type_name(t);
+    EXPECT_NE(k->quantize_activations, nullptr) << type_name(t);
+  }
+  // Types llama.cpp multiplies with other kernels than vec_dot on x86, whatever the instruction set.
+  for (G t : {G::Q4_0, G::IQ4_NL, G::Q4_K}) EXPECT_NE(find_kernels(t)->batched_for(256, 64), nullptr) << type_name(t);
+  EXPECT_EQ(find_kernels(G::Q6_K)->batched_for(256, 64), nullptr);
 }
 
 // ---------------------------------------------------------------- gguf-py dequantization
@@ -556,11 +580,11 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
   for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q6_K, G::Q8_0}) {
     const QuantKernels* k = find_kernels(type);
     for (int64_t n : {256, 768, 2048}) {
-      const BatchedKernels* batched = find_batched(type, n, 64);
-      std::vector<VecDotFn> dots = {k->vec_dot};
+      const BatchedKernels* batched = k->batched_for(n, 64);
+      std::vector<DotKernel> dots = {k->vec_dot};
       if (batched) dots = {batched->single, batched->batch};
-      for (VecDotFn dot : dots) {
-        if (find_tile(dot)) ++tiles_seen;
+      for (const DotKernel& dot : dots) {
+        if (dot.tile) ++tiles_seen;
         for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1}, {8, 1}, {8, 4}, {13, 3}, {24, 6}, {16, 9}}) {
           const uint64_t x_row = row_bytes(type, n), y_row = row_bytes(k->vec_dot_type, n);
           std::vector<uint8_t> x, y;
@@ -574,9 +598,9 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
           }
           const int64_t ldo = nr + 5;
           std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
-          dot_tile(dot, n, nr, nt, x.data(), x_row, y.data(), y_row, got.data(), ldo);
+          dot.run_tile(n, nr, nt, x.data(), x_row, y.data(), y_row, got.data(), ldo);
           for (int64_t t = 0; t < nt; ++t)
-            for (int64_t r = 0; r < nr; ++r) dot(n, &want[t * ldo + r], x.data() + r * x_row, y.data() + t * y_row);
+            for (int64_t r = 0; r < nr; ++r) dot.dot(n, &want[t * ldo + r], x.data() + r * x_row, y.data() + t * y_row);
           for (size_t i = 0; i < got.size(); ++i)
             ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
                 << type_name(type) << " n=" << n << " nr=" << nr << " output " << i << ": " << got[i] << " vs "
@@ -634,23 +658,27 @@ TEST(QuantAttention, F16StepsEqualReference) {
 
 // Which kernel each token of a batch gets: repack groups of 4 (remainder single), tinyBLAS the whole batch.
 TEST(QuantVecDot, BatchedKernelsPerToken) {
-  const BatchedKernels repack{BatchedKernels::Grouping::kGroupsOf4, ref::repack_gemv_q4_k, ref::repack_gemm_q4_k,
-                              [](int64_t, int64_t) { return true; }};
+  const BatchedKernels repack{BatchedKernels::Grouping::kGroupsOf4,
+                              [](int64_t, int64_t) { return true; },
+                              {ref::repack_gemv_q4_k},
+                              {ref::repack_gemm_q4_k}};
   EXPECT_EQ(repack.for_token(0, 1), repack.single);
   for (int64_t t = 0; t < 3; ++t) EXPECT_EQ(repack.for_token(t, 3), repack.single);
   for (int64_t t = 0; t < 12; ++t) EXPECT_EQ(repack.for_token(t, 13), repack.batch) << t;
   EXPECT_EQ(repack.for_token(12, 13), repack.single);
-  const BatchedKernels whole{BatchedKernels::Grouping::kWholeBatch, ref::vec_dot_bf16_avx512bf16,
-                             ref::dot_bf16_tinyblas, [](int64_t, int64_t) { return true; }};
+  const BatchedKernels whole{BatchedKernels::Grouping::kWholeBatch,
+                             [](int64_t, int64_t) { return true; },
+                             {ref::vec_dot_bf16_avx512bf16},
+                             {ref::dot_bf16_tinyblas}};
   EXPECT_EQ(whole.for_token(0, 1), whole.single);
   for (int64_t t = 0; t < 5; ++t) EXPECT_EQ(whole.for_token(t, 5), whole.batch);
   // Shapes llama.cpp does not repack (rows not a multiple of 8) keep the type's vec_dot.
-  EXPECT_EQ(find_batched(G::Q4_K, 256, 12), nullptr);
-  EXPECT_EQ(find_batched(G::Q8_0, 256, 256), nullptr);
+  EXPECT_EQ(find_kernels(G::Q4_K)->batched_for(256, 12), nullptr);
+  EXPECT_EQ(find_kernels(G::Q8_0)->batched_for(256, 256), nullptr);
 }
 
 // The scalar VDPBF16PS emulation against the instruction itself, where the CPU has it.
-// GCC 12 warns about _mm512_undefined_* inside its own reduce intrinsic (the false positive vec_dot_avx512.cpp
+// GCC 12 warns about _mm512_undefined_* inside its own reduce intrinsic (the false positive simd_x86.h
 // also silences).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -701,7 +729,7 @@ TEST(QuantVecDot, RowsHelperMatchesSingleDots) {
     const auto y = random_activations(k->vec_dot_type, n, rng, false);
     std::vector<float> got(nrows), want(nrows);
     vec_dot_rows(*k, n, nrows, got.data(), w.data(), row_bytes(t, n), y.data());
-    for (int r = 0; r < nrows; ++r) k->vec_dot(n, &want[r], w.data() + r * row_bytes(t, n), y.data());
+    for (int r = 0; r < nrows; ++r) k->vec_dot.dot(n, &want[r], w.data() + r * row_bytes(t, n), y.data());
     EXPECT_EQ(first_difference(got.data(), want.data(), nrows, 0.0f), -1)
         << type_name(t) << ": " << describe_difference(got.data(), want.data(), nrows, 0.0f);
   }

@@ -113,8 +113,10 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   }
   const uint64_t w_row = w.row_size();
   // Weights llama.cpp multiplies with other kernels than vec_dot get the same kernel per token (see BatchedKernels).
-  const BatchedKernels* batched = find_batched(w.type, K, N);
-  auto dot_for = [&](int64_t t) -> VecDotFn { return batched == nullptr ? k->vec_dot : batched->for_token(t, M); };
+  const BatchedKernels* batched = k->batched_for(K, N);
+  auto dot_for = [&](int64_t t) -> const DotKernel& {
+    return batched == nullptr ? k->vec_dot : batched->for_token(t, M);
+  };
   float* dst = out.as<float>();
   // Output rows in chunks of whole 16-row tiles, shrinking as the rows run out (ShrinkingChunks): a thread the
   // machine slows down takes fewer instead of holding the others at the barrier. The smallest chunks are 1/64 of
@@ -125,8 +127,8 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   for_each_shrinking_chunk(ctx, tiles, std::min<int64_t>(tiles / 64, 8), [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t rows_begin = tile_begin * kRowTile, rows_end = std::min(N, tile_end * kRowTile);
     if (M == 1) {
-      dot_tile(dot_for(0), K, rows_end - rows_begin, 1, w.data + rows_begin * w_row, w_row, y, y_row, dst + rows_begin,
-               N);
+      dot_for(0).run_tile(K, rows_end - rows_begin, 1, w.data + rows_begin * w_row, w_row, y, y_row, dst + rows_begin,
+                          N);
       return;
     }
     // Tiles of weight rows x tokens: the tile's weight rows stay in cache while every token of the tile uses them.
@@ -136,10 +138,10 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
       for (int64_t r0 = rows_begin; r0 < rows_end; r0 += kRowTile) {
         const int64_t r1 = std::min(rows_end, r0 + kRowTile);
         for (int64_t t = t0; t < t1;) {
-          const VecDotFn dot = dot_for(t);
+          const DotKernel& dot = dot_for(t);
           int64_t run_end = t + 1;
           while (run_end < t1 && dot_for(run_end) == dot) ++run_end;
-          dot_tile(dot, K, r1 - r0, run_end - t, w.data + r0 * w_row, w_row, y + t * y_row, y_row, dst + t * N + r0, N);
+          dot.run_tile(K, r1 - r0, run_end - t, w.data + r0 * w_row, w_row, y + t * y_row, y_row, dst + t * N + r0, N);
           t = run_end;
         }
       }

@@ -1,5 +1,6 @@
-// Internal: the kernel functions behind the QuantKernels table, per implementation. Only src/quant and the quant
-// tests/benchmarks include this; the engine goes through quant.h.
+// Internal: the kernel functions behind the kernel table (quant.cpp), per implementation: the scalar references
+// (namespace ref) and one namespace per instruction set with the same names. Only src/quant and the quant tests
+// include this; the engine goes through quant.h.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +65,10 @@ void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
 void quantize_q8_k(const float* src, void* dst, int64_t n);
 void quantize_iq4_nl(const float* src, void* dst, int64_t n);
+
+// Rows of halves (core/fp16.h's conversions one element at a time).
+void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);
+void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
 
 // As ggml's x86 SIMD quantizers compute (scale 127/amax, round half to even) -- what llama.cpp feeds its dot
 // products on this kind of machine. Scalar code; the SIMD versions below give identical bytes.

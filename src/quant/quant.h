@@ -1,5 +1,7 @@
-// Kernels per element type: one table, like ggml's type traits. Every type has a scalar reference (the oracle in
-// tests) and may have a fast path chosen at run time for the CPU (AVX2, AVX-512, AVX-512 VNNI).
+// Kernels per element type: one table, like ggml's type traits. Each type has one entry (src/quant/quant.cpp)
+// holding its block layout, scalar references (the oracle in tests) and, per instruction set (scalar, AVX2,
+// AVX-512 VNNI, AVX-512 VNNI + BF16), its dot product, tile and batched kernels; the entry find_kernels returns
+// holds those of the set chosen at run time for this CPU.
 //
 // Matrix products follow llama.cpp: activations are first converted to the weight type's `vec_dot_type`
 // (Q8_0 / Q8_1 / Q8_K blocks for quantized weights, F16 for F16 weights, F32 for F32 ...), then each output is
@@ -8,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "gguf/ggml_type.h"
@@ -25,40 +28,17 @@ using VecDotFn = void (*)(int64_t n, float* result, const void* x, const void* y
 using TileFn = void (*)(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row,
                         float* out, int64_t ldo);
 
-struct QuantKernels {
-  GgmlType type;
-  GgmlType vec_dot_type;           // what activations are converted to before the dot product
-  DequantizeRowFn dequantize_row;  // scalar reference
-  QuantizeRowFn quantize_row;      // scalar reference; null for types we only read
-  VecDotFn vec_dot_ref;            // scalar reference
-  VecDotFn vec_dot;                // fastest path for this CPU (== vec_dot_ref when there is none)
+// A dot product and the tile kernel that computes it for many rows and tokens at once, if there is one.
+struct DotKernel {
+  VecDotFn dot = nullptr;
+  TileFn tile = nullptr;  // null: the tile is one call of `dot` per output
+
+  // out[t * ldo + r] = dot(row r of x, row t of y) (see TileFn).
+  void run_tile(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row,
+                float* out, int64_t ldo) const;
+  bool operator==(const DotKernel&) const = default;
 };
 
-// Kernels of a type the engine computes with, or nullptr when it is not implemented (callers refuse such
-// tensors at load, naming the tensor and type).
-const QuantKernels* find_kernels(GgmlType type);
-
-// Which instruction-set path vec_dot uses on this CPU: "avx512-vnni", "avx512", "avx2" or "scalar".
-const char* kernel_isa();
-
-// Caps the kernels' instruction set for this process ("auto": the CPU's best; "avx2"; "scalar": the references),
-// for comparing paths (`run`/`bench --kernel-isa`); never raises it above what the CPU has. Only before the first
-// kernel lookup (the table is built once); later, an Error unless it changes nothing. Unknown names: an Error.
-void limit_kernel_isa(std::string_view name);
-
-}  // namespace tt
-
-// ---- Helpers on top of the table (src/quant/quant.cpp).
-
-namespace tt {
-
-// Converts one activation row to `type` (a vec_dot_type: Q8_0, Q8_1, Q8_K, F16, BF16 or F32) the way llama.cpp's
-// x86 CPU backend does (its SIMD Q8_0/Q8_1 quantizers scale by 127/amax and round half to even, unlike the
-// *_ref ones that QuantKernels::quantize_row holds), on the fastest path for this CPU. n: a multiple of the block.
-void quantize_activations(GgmlType type, const float* src, void* dst, int64_t n);
-
-// results[r] = dot(weight row r, y) for r in [0, nrows): weight rows of `k.type` start x_row_bytes apart, y is
-// one row of k.vec_dot_type; n elements each. Same values as calling k.vec_dot per row.
 // The dot product each token of a matrix product uses. llama.cpp on x86 (AVX2 / AVX-512, the reference machine)
 // does not multiply every weight type with its vec_dot: it stores Q4_0, IQ4_NL and Q4_K weights with 8 rows
 // interleaved ("repack") and multiplies them with kernels of their own for every batch size, and it sends batches
@@ -70,37 +50,69 @@ void quantize_activations(GgmlType type, const float* src, void* dst, int64_t n)
 struct BatchedKernels {
   enum class Grouping { kGroupsOf4, kWholeBatch };
   Grouping grouping;
-  VecDotFn single;
-  VecDotFn batch;
   bool (*applies)(int64_t K, int64_t N);
+  DotKernel single;
+  DotKernel batch;
 
-  VecDotFn for_token(int64_t t, int64_t M) const {
+  const DotKernel& for_token(int64_t t, int64_t M) const {
     if (M == 1) return single;
     if (grouping == Grouping::kWholeBatch) return batch;
     return M > 3 && t < M - M % 4 ? batch : single;
   }
 };
-// Null when llama.cpp multiplies this weight with the type's vec_dot for every token.
-const BatchedKernels* find_batched(GgmlType type, int64_t K, int64_t N);
 
-// The tile kernel that computes what `dot` computes for many rows at once on this CPU, or null when there is none.
-TileFn find_tile(VecDotFn dot);
-// out[t * ldo + r] = dot(row r of x, row t of y): through find_tile(dot) when it exists, else one call per output.
-void dot_tile(VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y,
-              uint64_t y_row, float* out, int64_t ldo);
+// One type's entry, with the kernels of this CPU's instruction set.
+struct QuantKernels {
+  GgmlType type;
+  GgmlType vec_dot_type;           // what activations are converted to before the dot product
+  int64_t block_size;              // elements per block
+  uint64_t block_bytes;            // bytes per block
+  DequantizeRowFn dequantize_row;  // scalar reference
+  QuantizeRowFn quantize_row;      // scalar reference; null for types we only read
+  // For a vec_dot_type (Q8_0, Q8_1, Q8_K, F16, BF16, F32): converts an activation row the way llama.cpp's x86 CPU
+  // backend does (its SIMD Q8_0/Q8_1 quantizers scale by 127/amax and round half to even, unlike the *_ref ones
+  // that quantize_row holds), fastest path; null for other types.
+  QuantizeRowFn quantize_activations;
+  VecDotFn vec_dot_ref;                   // scalar reference; null for activation-only types
+  DotKernel vec_dot;                      // fastest path (== vec_dot_ref when there is none)
+  std::optional<BatchedKernels> batched;  // when llama.cpp multiplies this type with other kernels than vec_dot
+
+  // The batched kernels for a weight of K columns and N rows, or null when every token takes vec_dot.
+  const BatchedKernels* batched_for(int64_t K, int64_t N) const {
+    return batched && batched->applies(K, N) ? &*batched : nullptr;
+  }
+};
+
+// Kernels of a type the engine computes with, or nullptr when it is not implemented (callers refuse such
+// tensors at load, naming the tensor and type).
+const QuantKernels* find_kernels(GgmlType type);
+
+// Which instruction-set path vec_dot uses on this CPU: "avx512-vnni", "avx2" or "scalar".
+const char* kernel_isa();
+
+// Caps the kernels' instruction set for this process ("auto": the CPU's best; "avx2"; "scalar": the references),
+// for comparing paths (`run`/`bench --kernel-isa`); never raises it above what the CPU has. Only before the first
+// kernel lookup (the table is resolved once); later, an Error unless it changes nothing. Unknown names: an Error.
+void limit_kernel_isa(std::string_view name);
+
+// find_kernels(type)->quantize_activations; an Error for a type that is not a vec_dot type.
+void quantize_activations(GgmlType type, const float* src, void* dst, int64_t n);
+
+// results[r] = k.vec_dot(weight row r, y) for r in [0, nrows): weight rows start x_row_bytes apart.
+void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* results, const void* x, uint64_t x_row_bytes,
+                  const void* y);
+
+// ---- Kernels of other ops, fastest path for this CPU (fp16_to_fp32_row / fp32_to_fp16_row: core/fp16.h).
 
 // Up to kAttendMaxQueries (token, head) queries of flash attention over an F16 cache that share a KV head (see
-// attend.h), fastest path for this CPU.
+// attend.h).
 TT_ATTEND_F16_DECL(attend_f16);
 
 // ggml_vec_swiglu_f32 as llama.cpp computes it on this machine: out = g / (1 + exp(-g)) * u, exp as ggml's
 // AVX-512 ggml_v_expf on the first n - n % 16 elements and libm expf on the rest.
 void swiglu_row(const float* g, const float* u, float* out, int64_t n);
 
-// Rotary embedding of one head (see ref::rope_rotate in kernels.h), fastest path for this CPU.
+// Rotary embedding of one head (see ref::rope_rotate in kernels.h).
 void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox);
-
-void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* results, const void* x, uint64_t x_row_bytes,
-                  const void* y);
 
 }  // namespace tt

@@ -235,14 +235,16 @@ float signed_absmax(const float* x, int n) {
 void dequantize_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
 void quantize_f32(const float* src, void* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
 
+void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
+}
+void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
+}
 void dequantize_f16(const void* src, float* dst, int64_t n) {
-  const uint16_t* h = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+  fp16_to_fp32_row(static_cast<const uint16_t*>(src), dst, n);
 }
-void quantize_f16(const float* src, void* dst, int64_t n) {
-  uint16_t* h = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
-}
+void quantize_f16(const float* src, void* dst, int64_t n) { fp32_to_fp16_row(src, static_cast<uint16_t*>(dst), n); }
 
 void dequantize_bf16(const void* src, float* dst, int64_t n) {
   const uint16_t* h = static_cast<const uint16_t*>(src);

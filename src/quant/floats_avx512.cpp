@@ -1,13 +1,9 @@
-// AVX-512 (F/BW/VL/DQ) + VNNI kernels (this file is compiled with the matching -m flags). The quantized dot
-// products are the shared 256-bit kernels with VNNI dot instructions; the float ones use 512-bit vectors.
-// GCC 12 warns about _mm512_undefined_* inside its own intrinsic headers (a known false positive).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// The float-type kernels for AVX-512 F/BW/VL/DQ + VNNI (CMakeLists.txt compiles *_avx512.cpp with those flags):
+// the F32 and F16 dot products in 512-bit vectors (references: ref::vec_dot_f32, ref::vec_dot_f16) and the rows
+// of halves.
 #define TT_SIMD_NS avx512
 #define TT_SIMD_VNNI 1
-#include "quant/simd_x86.inc"
+#include "quant/floats_x86.inc"
 
 namespace tt::avx512 {
 

@@ -1,7 +1,8 @@
-// AVX2 + FMA + F16C kernels (this file is compiled with -mavx2 -mfma -mf16c -mbmi2).
+// The float-type kernels for AVX2 + FMA + F16C (CMakeLists.txt compiles *_avx2.cpp with those flags): the F32
+// and F16 dot products (references: ref::vec_dot_f32, ref::vec_dot_f16) and the rows of halves.
 #define TT_SIMD_NS avx2
 #define TT_SIMD_VNNI 0
-#include "quant/simd_x86.inc"
+#include "quant/floats_x86.inc"
 
 namespace tt::avx2 {
 

@@ -1,0 +1,147 @@
+// Shared by the x86 SIMD kernel families (*_x86.inc), each included by a *_avx2.cpp and a *_avx512.cpp file that
+// CMakeLists.txt compiles with that instruction set's -m flags. Before including, define TT_SIMD_NS (the
+// namespace of the exported functions, declared in kernels.h) and TT_SIMD_VNNI (0/1: the AVX-512 VNNI build, which
+// also gets 512-bit variants of some kernels). Each kernel's scalar reference has its name in namespace ref
+// (reference.cpp, repack.cpp).
+//
+// Integer parts are exact: per block (or 16/32-element sub-block) the integer dot product equals the reference's;
+// only the order of the float scaling and accumulation differs. Products go through _mm256_maddubs_epi16
+// (unsigned x signed bytes, pairs summed with int16 saturation) only where both pair sums stay below 2^15:
+// activations are in [-127, 127] (as every Q8 quantizer produces) and the unsigned side is at most 128.
+#pragma once
+
+#if TT_SIMD_VNNI && defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns about _mm512_undefined_* inside its own intrinsic headers (a known false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "quant/blocks.h"
+#include "quant/kernels.h"
+
+namespace tt::TT_SIMD_NS {
+namespace {
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+
+// acc + sums of 4 adjacent products u[i]*s[i] (u unsigned, s signed bytes) as 8 int32.
+inline __m256i dot_us8_acc(__m256i acc, __m256i u, __m256i s) {
+#if TT_SIMD_VNNI
+  return _mm256_dpbusd_epi32(acc, u, s);
+#else
+  const __m256i p16 = _mm256_maddubs_epi16(u, s);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+#endif
+}
+
+// Sums of 4 adjacent signed products x[i]*y[i] as 8 int32 (|x| <= 128, |y| <= 127).
+inline __m256i dot_s8(__m256i x, __m256i y) {
+  return dot_us8_acc(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+// acc + pairwise int16 products p16[i]*w16[i] summed into 8 int32.
+inline __m256i madd16_acc(__m256i acc, __m256i p16, __m256i w16) {
+#if TT_SIMD_VNNI
+  return _mm256_dpwssd_epi32(acc, p16, w16);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, w16));
+#endif
+}
+
+// 32 nibbles of a 16-byte array: low nibbles in bytes 0..15, high nibbles in bytes 16..31 (ggml element order).
+inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i q = load128(qs);
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Byte i = 0x10 when bit i of the little-endian 32-bit word at p is set, else 0.
+inline __m256i bits32_to_0x10(const uint8_t* p) {
+  uint32_t w;
+  std::memcpy(&w, p, sizeof(w));
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(w)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// ---- The 32-element blocks: each returns the 32 weights as signed (or, for the min types, unsigned) bytes.
+inline __m256i quants(const BlockQ4_0& b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
+inline __m256i quants(const BlockQ4_1& b) { return nibbles32(b.qs); }
+inline __m256i quants(const BlockQ5_0& b) {
+  return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), bits32_to_0x10(b.qh)), _mm256_set1_epi8(16));
+}
+inline __m256i quants(const BlockQ5_1& b) { return _mm256_or_si256(nibbles32(b.qs), bits32_to_0x10(b.qh)); }
+inline __m256i quants(const BlockQ8_0& b) { return load256(b.qs); }
+inline __m256i iq4_lookup(__m256i idx) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
+}
+inline __m256i quants(const BlockIQ4_NL& b) { return iq4_lookup(nibbles32(b.qs)); }
+
+template <typename Block>
+constexpr bool kUnsignedWithMin = requires(Block b) {
+  b.m;
+};
+
+
+// ---- K-quant helpers (256-element super-blocks against Q8_K).
+
+// 16 int16 lanes: lanes 0..7 = a, lanes 8..15 = b (scale per 16 elements of a 32-element maddubs result).
+inline __m256i scale_pair16(int a, int b) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(b)), _mm_set1_epi16(static_cast<int16_t>(a)));
+}
+
+// sum_j bsums[j] * w[j] over the 16 sub-block sums of a Q8_K block (w: 16 int16).
+inline int bsums_dot(const BlockQ8_K& y, __m256i w16) { return hsum(_mm256_madd_epi16(load256(y.bsums), w16)); }
+
+// The 8 scales and 8 mins of a Q4_K / Q5_K super-block (as get_scale_min_k4), built in registers: a vector load
+// of bytes just stored one by one would stall on store forwarding. scales: byte j = scale of sub-block j;
+// mins16: int16 lanes 2j and 2j+1 = min of sub-block j (against the 16-element bsums of Q8_K).
+struct K4Scales {
+  uint64_t scales;  // byte j: scale of sub-block j
+  uint64_t mins;    // byte j: min of sub-block j
+  __m256i mins16;
+};
+inline K4Scales unpack_k4_scales(const uint8_t* packed) {
+  uint32_t w[3];
+  std::memcpy(w, packed, sizeof(w));
+  const uint32_t sc_lo = w[0] & 0x3F3F3F3Fu, sc_hi = (w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t mn_lo = w[1] & 0x3F3F3F3Fu, mn_hi = ((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+  const __m128i mins8 = _mm_set_epi32(0, 0, static_cast<int>(mn_hi), static_cast<int>(mn_lo));
+  return {sc_lo | (static_cast<uint64_t>(sc_hi) << 32), mn_lo | (static_cast<uint64_t>(mn_hi) << 32),
+          _mm256_cvtepu8_epi16(_mm_shuffle_epi8(mins8, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)))};
+}
+inline __m256i k4_scale16(uint64_t scales, int j) {
+  return _mm256_set1_epi16(static_cast<int16_t>((scales >> (8 * j)) & 0xFF));
+}
+
+}  // namespace
+}  // namespace tt::TT_SIMD_NS
