@@ -6,7 +6,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   clang clang-format libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libfmt-dev libcpp-httplib-dev libssl-dev
+  libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev libcpp-httplib-dev libssl-dev
   libsqlite3-dev libzstd-dev libxxhash-dev libpcre2-dev
   chromium
 )

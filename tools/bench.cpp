@@ -216,11 +216,12 @@ int bench(BenchArgs a) {
 
 RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's table)", 60, [](CLI::App& cmd) {
   auto a = std::make_shared<BenchArgs>();
+  add_config_option(cmd);
   cmd.add_option("-m,--model", a->model, "GGUF model file")->required();
-  cmd.add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens (0: skip)")->check(CLI::Range(0, 1 << 16));
-  cmd.add_option("-n,--n-gen", a->n_gen, "Generated tokens (0: skip)")->check(CLI::Range(0, 1 << 16));
-  cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
-  cmd.add_option("-r,--repetitions", a->reps, "Repetitions after the warm-up")->check(CLI::Range(1, 1000));
+  cmd.add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens (0: skip)")->check(range(0, 1 << 16));
+  cmd.add_option("-n,--n-gen", a->n_gen, "Generated tokens (0: skip)")->check(range(0, 1 << 16));
+  cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(range(1, 1024));
+  cmd.add_option("-r,--repetitions", a->reps, "Repetitions after the warm-up")->check(range(1, 1000));
   cmd.add_flag("--trace", a->trace, "Trace (default contents) while measuring");
   cmd.add_flag("--trace-overhead", a->trace_overhead,
                "Alternate untraced and traced repetitions and report the traced/untraced ratio and the time tracing "

@@ -23,8 +23,8 @@ RegisterCommand reg(
       cmd.add_flag("--json", a->json, "Print the diff as JSON");
       cmd.add_option("--tolerance", a->opt.tolerance,
                      "0 (default): outputs must hash equal; X > 0: min/max/mean may differ by X * max(1, |value|)")
-          ->check(CLI::NonNegativeNumber);
-      cmd.add_option("--top", a->opt.top, "Ops listed in the time and byte tables")->check(CLI::Range(1, 100000));
+          ->check(range(0.0, 1e6));
+      cmd.add_option("--top", a->opt.top, "Ops listed in the time and byte tables")->check(range(1, 100000));
       return [a]() {
         const analysis::RunFiles ra = analysis::load_run(a->a);
         const analysis::RunFiles rb = analysis::load_run(a->b);

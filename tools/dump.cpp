@@ -1,6 +1,7 @@
 // tensortrace dump RUN_DIR [--step N] [--limit K]: print the trace's records.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -35,10 +36,13 @@ RegisterCommand reg("dump", "Print a run's trace records", 30, [](CLI::App& cmd)
   auto step = std::make_shared<int64_t>(-1);
   auto limit = std::make_shared<int64_t>(-1);
   cmd.add_option("run_dir", *dir, "Run directory")->required();
-  cmd.add_option("--step", *step, "Only this step")->check(CLI::NonNegativeNumber);
-  cmd.add_option("--limit", *limit, "At most this many op records")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--step", *step, "Only this step")->check(range<int64_t>(0, UINT32_MAX));
+  cmd.add_option("--limit", *limit, "At most this many op records")->check(range<int64_t>(0, INT64_MAX));
   return [=]() {
     trace::TraceContents t = trace::read_trace(trace_path(*dir));
+    if (*step >= 0 && std::none_of(t.steps.begin(), t.steps.end(), [&](const auto& s) { return s.step == *step; }))
+      fail("step {} is not in the trace (it has {} steps{})", *step, t.steps.size(),
+           t.steps.empty() ? "" : fmt::format(": {} to {}", t.steps.front().step, t.steps.back().step));
     fmt::print("trace v{}: {} steps, {} ops, {} worker spans\n", t.version, t.steps.size(), t.ops.size(),
                t.spans.size());
     // thr: the first worker with a share of the op, "+N" when N more shared it (a split node).

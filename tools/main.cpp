@@ -37,6 +37,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // The top level takes only flags, so a first argument that is not one names the subcommand. (CLI11 would say
+    // "A subcommand is required" or "argument was not expected".)
+    if (argc > 1 && argv[1][0] != '-' &&
+        std::none_of(all.begin(), all.end(), [&](const Command& c) { return c.name == argv[1]; })) {
+      fmt::print(stderr, "tensortrace: error: unknown command '{}' (see tensortrace --help)\n", argv[1]);
+      return 2;
+    }
     std::string what = e.what();
     if (what.empty()) what = e.get_name();
     fmt::print(stderr, "tensortrace: error: {}\n", what);

@@ -3,11 +3,10 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "quant/quant.h"
 #include "tools/command.h"
 #include "tracer/experiment.h"
@@ -24,19 +23,21 @@ struct RunArgs {
   std::string kernel_isa = "auto";
 };
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot read prompt file '{}'", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+std::string read_prompt_file(const std::string& path) {
+  try {
+    const MappedFile file(path);  // names the path when missing, a directory, unreadable or empty
+    return std::string(reinterpret_cast<const char*>(file.data()), file.size());
+  } catch (const Error& e) {
+    fail("-f: {}", e.what());
+  }
 }
 
 int run(RunArgs a) {
   limit_kernel_isa(a.kernel_isa);  // before the model's tensors meet the kernel table
   ExperimentOptions& o = a.exp;
-  if (o.prompt.empty() == a.prompt_file.empty()) fail("give exactly one of -p PROMPT or -f PROMPT_FILE");
-  if (!a.prompt_file.empty()) o.prompt = read_text_file(a.prompt_file);
+  if (!o.prompt.empty() && !a.prompt_file.empty()) fail("give only one of -p PROMPT or -f PROMPT_FILE");
+  if (!a.prompt_file.empty()) o.prompt = read_prompt_file(a.prompt_file);
+  if (o.prompt.empty()) fail("the prompt is empty (give -p PROMPT or -f PROMPT_FILE)");
   o.n_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::optional<GgmlType> kv = type_from_name(a.kv_type);
   if (!kv || (*kv != GgmlType::F16 && *kv != GgmlType::F32)) fail("--kv-type must be f16 or f32, got '{}'", a.kv_type);
@@ -44,12 +45,12 @@ int run(RunArgs a) {
   o.trace = !a.no_trace;
   if (a.no_trace && !o.run_dir.empty()) fail("-o and --no-trace contradict each other");
 
-  std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
-  std::fflush(stdout);
-  ExperimentResult r = run_experiment(o, [](std::string_view piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
+  auto print = [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
-  });
+  };
+  // The prompt once the model has loaded and the run is set up, so that no error follows it on stdout.
+  ExperimentResult r = run_experiment(o, print, [&] { print(o.prompt); });
   std::fputc('\n', stdout);
   std::fflush(stdout);
 
@@ -77,28 +78,33 @@ RegisterCommand reg(
     "run", "Generate text from a prompt and trace every op into a run directory", 20, [](CLI::App& cmd) {
       auto a = std::make_shared<RunArgs>();
       ExperimentOptions& o = a->exp;
-      cmd.set_config("--config", "", "Read options from a TOML/INI settings file (same names as the long options)");
+      add_config_option(cmd, [a](const std::string& path, const nlohmann::json& values) {
+        a->exp.config_file = path;
+        a->exp.config = values;
+      });
       cmd.add_option("-m,--model", o.model_path, "GGUF model file")->required();
       cmd.add_option("-p,--prompt", o.prompt, "Prompt text");
       cmd.add_option("-f,--file", a->prompt_file, "Read the prompt from a file");
-      cmd.add_option("-n,--n-predict", o.n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 20));
-      cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
+      cmd.add_option("-n,--n-predict", o.n_predict, "Tokens to generate")->check(range(0, 1 << 20));
+      cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(range(1, 1024));
       cmd.add_option("-c,--ctx-size", o.n_ctx, "Context size (default: the model's, at most 4096)")
-          ->check(CLI::Range(1, 1 << 20));
-      cmd.add_option("-s,--seed", o.sampling.seed, "Sampling seed");
-      cmd.add_option("--temp", o.sampling.temperature, "Temperature (0: greedy)");
-      cmd.add_option("--top-k", o.sampling.top_k, "Top-k (0: off)");
-      cmd.add_option("--top-p", o.sampling.top_p, "Top-p (1: off)");
-      cmd.add_option("--min-p", o.sampling.min_p, "Min-p (0: off)");
-      cmd.add_option("--repeat-penalty", o.sampling.repeat_penalty, "Repetition penalty (1: off)");
-      cmd.add_option("--repeat-last-n", o.sampling.repeat_last_n, "Tokens the repetition penalty looks back");
-      cmd.add_option("--kv-type", a->kv_type, "KV cache type: f16 or f32");
+          ->check(range(1, 1 << 20));
+      cmd.add_option("-s,--seed", o.sampling.seed, "Sampling seed")->check(range<uint32_t>(0, UINT32_MAX));
+      cmd.add_option("--temp", o.sampling.temperature, "Temperature (0: greedy)")->check(range(0.0, 100.0));
+      cmd.add_option("--top-k", o.sampling.top_k, "Top-k (0: off)")->check(range(0, 1 << 20));
+      cmd.add_option("--top-p", o.sampling.top_p, "Top-p (1: off)")->check(range(0.0, 1.0, Ends::OPEN_LOW));
+      cmd.add_option("--min-p", o.sampling.min_p, "Min-p (0: off)")->check(range(0.0, 1.0, Ends::OPEN_HIGH));
+      cmd.add_option("--repeat-penalty", o.sampling.repeat_penalty, "Repetition penalty (1: off)")
+          ->check(range(0.0, 100.0, Ends::OPEN_LOW));
+      cmd.add_option("--repeat-last-n", o.sampling.repeat_last_n, "Tokens the repetition penalty looks back")
+          ->check(range(0, 1 << 20));
+      cmd.add_option("--kv-type", a->kv_type, "KV cache type: f16 or f32")->check(CLI::IsMember({"f16", "f32"}));
       cmd.add_option("-o,--output", o.run_dir, "Run directory (default: runs/<date-time>-<model>)");
       cmd.add_flag("--no-trace", a->no_trace, "Do not trace (no run directory)");
       cmd.add_flag("--trace-values", o.trace_options.values, "Record min/max/mean/NaN/Inf/hash of every op's output");
       cmd.add_flag("--check-finite", o.trace_options.check_finite, "Stop at the first op producing NaN or Inf");
       cmd.add_option("--logit-top-k", o.trace_options.logit_top_k, "Tokens in each step's logit landscape")
-          ->check(CLI::Range(1, 1000));
+          ->check(range(1, 1000));
       cmd.add_flag("!--no-progress", o.progress, "No progress lines on stderr");
       cmd.add_flag("--io-trace", o.trace_options.io,
                    "Record page-cache residency before each op and faults/storage reads during it (IO records)");

@@ -170,7 +170,7 @@ RegisterCommand reg("serve", "Serve the web viewer for one run directory (two: c
   auto host = std::make_shared<std::string>("127.0.0.1");
   auto web = std::make_shared<std::string>(TT_WEB_DIST);
   cmd.add_option("run_dirs", *dirs, "Run directory (a second one opens compare mode)")->required()->expected(1, 2);
-  cmd.add_option("--port", *port, "Port (0: any free port)")->check(CLI::Range(0, 65535));
+  cmd.add_option("--port", *port, "Port (0: any free port)")->check(range(0, 65535));
   cmd.add_option("--host", *host, "Address to listen on");
   cmd.add_option("--web-dir", *web, "Built web app to serve")->capture_default_str();
   return [=]() {

@@ -320,6 +320,7 @@ TraceContents read_trace(const std::string& path) {
 
 TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path) {
   TraceContents out;
+  if (data.empty()) fail("'{}' is empty (0 bytes)", path);
   if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 8) != 0)
     fail("'{}' is not a tensortrace trace (bad magic)", path);
   std::memcpy(&out.version, data.data() + 8, 4);

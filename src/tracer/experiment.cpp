@@ -73,7 +73,8 @@ std::string default_run_dir(const std::string& model_path) {
                      std::filesystem::path(model_path).stem().string());
 }
 
-ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<void(std::string_view)>& on_text) {
+ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<void(std::string_view)>& on_text,
+                                const std::function<void()>& on_ready) {
   ExperimentResult result;
   const uint64_t t0 = now_ns();
   o.sampling.validate();
@@ -147,6 +148,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   go.sampling = o.sampling;
   uint64_t last_progress = 0;
   int produced = 0;
+  if (on_ready) on_ready();
   result.generation = generate(engine, go, tracer.get(), [&](std::string_view piece) {
     ++produced;
     if (on_text) on_text(piece);
@@ -202,7 +204,9 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
            {"cold", o.cold},
            {"cold_check", cold_check},
            {"prefetch", o.prefetch},
-           {"prefetch_stats", prefetcher ? prefetcher->stats() : json(nullptr)}}},
+           {"prefetch_stats", prefetcher ? prefetcher->stats() : json(nullptr)},
+           {"config_file", o.config_file.empty() ? json(nullptr) : json(o.config_file)},
+           {"config", o.config}}},
          {"prompt_tokens", result.prompt_tokens},
          {"generated_tokens", g.tokens},
          {"generated_text", g.text},

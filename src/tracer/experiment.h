@@ -27,6 +27,8 @@ struct ExperimentOptions {
   bool progress = true;  // progress lines on stderr
   bool cold = false;     // --cold: evict the model file from the page cache after loading, before the first step
   std::string prefetch = "none";  // --prefetch: none, next-layer, from:RUN_DIR (needs tracing)
+  std::string config_file;        // --config: the file's absolute path (run.json records it); empty: none
+  nlohmann::json config = nlohmann::json::object();  // the values read from it, by key
 };
 
 struct ExperimentResult {
@@ -38,8 +40,10 @@ struct ExperimentResult {
   nlohmann::json run_json;
 };
 
-// on_text receives generated text as it is produced. Throws tt::Error; no partial run directory remains then.
-ExperimentResult run_experiment(const ExperimentOptions& options, const std::function<void(std::string_view)>& on_text);
+// on_text receives generated text as it is produced; on_ready is called once the model has loaded and the run is set
+// up, just before the first step. Throws tt::Error; no partial run directory remains then.
+ExperimentResult run_experiment(const ExperimentOptions& options, const std::function<void(std::string_view)>& on_text,
+                                const std::function<void()>& on_ready = nullptr);
 
 std::string default_run_dir(const std::string& model_path);
 
