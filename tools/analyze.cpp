@@ -51,7 +51,6 @@ int run(const AnalyzeArgs& a) {
     opt.granularity = Granularity::TENSOR;
   else
     fail("--granularity must be page or tensor, got '{}'", a.granularity);
-  if (a.page_bytes == 0) fail("--page-size must be positive");
   opt.page_bytes = a.page_bytes;
 
   const RunFiles run = load_run(a.run_dir);
@@ -86,7 +85,8 @@ RegisterCommand reg(
       cmd.add_option("--cache-sim", a->cache_sim, "Simulate caches of these capacities (e.g. 256K,1M,64M)");
       cmd.add_option("--policy", a->policy, "Cache policies: lru, lfu, fifo, opt (comma-separated)");
       cmd.add_option("--granularity", a->granularity, "Cache unit: page or tensor");
-      cmd.add_option("--page-size", a->page_bytes, "Page size in bytes for page granularity and reuse distances");
+      cmd.add_option("--page-size", a->page_bytes, "Page size in bytes for page granularity and reuse distances")
+          ->check(CLI::Range(uint64_t{1}, analysis::kMaxPageBytes));
       cmd.add_option("--compare", a->compare, "Compare with a second run (e.g. cold without vs with --prefetch)");
       return [a]() { return run(*a); };
     });
