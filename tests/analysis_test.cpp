@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include "analysis/cache_sim.h"
@@ -14,8 +16,11 @@
 #include "analysis/sample_stats.h"
 #include "analysis/thread_time.h"
 #include "core/error.h"
+#include "export/run_data.h"
+#include "serve/api.h"
 #include "support/paths.h"
 #include "trace/format.h"
+#include "trace/trace_file.h"
 #include "tracer/experiment.h"
 
 namespace tt::analysis {
@@ -155,6 +160,7 @@ TEST(CacheSim, ParseSize) {
   EXPECT_EQ(parse_size("2G"), 2ull << 30);
   EXPECT_THROW(parse_size("x"), Error);
   EXPECT_THROW(parse_size("12Q"), Error);
+  EXPECT_THROW(parse_size("99999999999G"), Error);  // past 2^63: llround's result would be unspecified
 }
 
 // A traced run into a fresh directory under the test temp dir.
@@ -329,6 +335,122 @@ TEST(AnalysisThreadTime, GapsAndBusyTimeFromSpans) {
   const nlohmann::json& p1 = r["phases"]["PROMPT"]["threads"][1];
   EXPECT_DOUBLE_EQ(p1["busy_ns_median_step"].get<double>(), 500);
   EXPECT_DOUBLE_EQ(p1["gaps_median_step"].get<double>(), 2);
+}
+
+// A run directory made by hand: trace.bin of one step whose records `records` writes (ids: an op's name, output and
+// one input), and a memory-map.json of a model file of `file_size` bytes (none when nullopt).
+std::string crafted_run(const std::string& name, std::optional<uint64_t> file_size,
+                        const std::function<void(trace::TraceWriter&, const uint32_t*)>& records) {
+  const std::string dir = ::testing::TempDir() + "tt-crafted-" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    trace::TraceWriter w(dir + "/trace.bin");
+    const uint32_t ids[3] = {w.intern("ffn_up-0"), w.intern("ffn_up-0"), w.intern("blk.0.ffn_up.weight")};
+    w.step_begin({0, Phase::PROMPT, 0, 1, 10, 0, -1, 0, false});
+    records(w, ids);
+    w.step_end({0, Phase::PROMPT, 0, 1, 10, 20, 5, 1.0f, true});
+    w.flush();
+  }
+  if (file_size)
+    std::ofstream(dir + "/memory-map.json") << nlohmann::json{
+        {"format", "tensortrace.memory-map"}, {"file_size", *file_size}, {"tensors", nlohmann::json::array()}};
+  return dir;
+}
+
+// A MUL_MAT of step `step` reading the model file at each of `reads` (offset, length).
+trace::OpRecord file_reading_op(uint32_t step, std::initializer_list<std::pair<uint64_t, uint64_t>> reads) {
+  trace::OpRecord o;
+  o.step = step;
+  o.op = OpKind::MUL_MAT;
+  o.inputs.resize(1);
+  o.inputs[0].pool = Pool::MODEL_FILE;
+  for (auto [offset, length] : reads) o.inputs[0].ranges.push_back({Pool::MODEL_FILE, -1, offset, length, -1, -1});
+  o.inputs[0].offset = o.inputs[0].ranges.front().offset;
+  o.inputs[0].bytes = o.inputs[0].ranges.front().length;
+  return o;
+}
+
+// Every loader of a run directory refuses it with a message containing `expected` (none sizes anything first).
+void expect_every_loader_rejects(const std::string& dir, const std::string& expected) {
+  auto check = [&](const char* loader, auto&& load) {
+    try {
+      load();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << loader << ": " << e.what();
+      return;
+    }
+    ADD_FAILURE() << loader << " accepted " << dir << "; expected: " << expected;
+  };
+  check("analysis::load_run", [&] { load_run(dir); });
+  check("tt::load_run", [&] { tt::load_run(dir); });
+  check("serve::ServedRun", [&] { serve::ServedRun run(dir); });
+}
+
+// An op record of a step the trace does not have (2^32 - 16): analyze and serve sized per-step tables by it (100 GB).
+TEST(AnalysisRunChecks, OpOfAStepOutsideTheTrace) {
+  const std::string dir = crafted_run("far-step", 1 << 20, [](trace::TraceWriter& w, const uint32_t* ids) {
+    w.op(file_reading_op(0xFFFFFFF0, {{0, 4096}}), ids);
+  });
+  expect_every_loader_rejects(dir, "op of step 4294967280 outside the trace (1 steps)");
+}
+
+// A STEP_BEGIN numbered out of order: readers size per-step tables by the step numbers the markers give.
+TEST(AnalysisRunChecks, StepMarkersNumberedInOrder) {
+  const std::string dir = crafted_run("far-marker", 1 << 20, [](trace::TraceWriter& w, const uint32_t*) {
+    w.step_end({0, Phase::PROMPT, 0, 1, 10, 20, 5, 1.0f, true});
+    w.step_begin({0xFFFFFFF0, Phase::GENERATE, 1, 2, 30, 0, -1, 0, false});
+  });
+  expect_every_loader_rejects(dir, "STEP_BEGIN of step 4294967280 where step 1 was expected");
+}
+
+// A MODEL_FILE read of 2^40 bytes from a 1 MiB model: analyze made a page access per 4 KiB of it (gigabytes).
+TEST(AnalysisRunChecks, ModelFileReadPastTheFile) {
+  std::string dir = crafted_run("long-read", 1 << 20, [](trace::TraceWriter& w, const uint32_t* ids) {
+    w.op(file_reading_op(0, {{0, 4096}, {4096, uint64_t{1} << 40}}), ids);
+  });
+  expect_every_loader_rejects(dir,
+                              "reads 1099511627776 MODEL_FILE bytes at offset 4096, past the end of the "
+                              "1048576-byte model file");
+  // Wrapping around 2^64 is past the end too.
+  dir = crafted_run("wrapping-read", 1 << 20, [](trace::TraceWriter& w, const uint32_t* ids) {
+    w.op(file_reading_op(0, {{16, UINT64_MAX - 8}}), ids);
+  });
+  expect_every_loader_rejects(dir, "past the end of the 1048576-byte model file");
+  // Without memory-map.json nothing bounds the reads: an error, not a guess.
+  dir = crafted_run("no-map", std::nullopt, [](trace::TraceWriter& w, const uint32_t* ids) {
+    w.op(file_reading_op(0, {{0, 4096}}), ids);
+  });
+  expect_every_loader_rejects(dir, "reads model-file bytes, but no memory-map.json gives the file's size");
+}
+
+// Page sizes are range-checked (2^64 - 1 looped forever doubling the miss-ratio curve's capacity), and jumps between
+// reads past 2^63 are measured without a signed overflow (a forward jump there was counted backward).
+TEST(AnalysisRunChecks, PageSizeAndJumpsPast2To63) {
+  const uint64_t far = (uint64_t{1} << 63) + 100;
+  const std::string dir = crafted_run("far-read", UINT64_MAX, [&](trace::TraceWriter& w, const uint32_t* ids) {
+    w.op(file_reading_op(0, {{0, 1}, {far, 8}}), ids);
+  });
+  const RunFiles run = load_run(dir);
+  AnalyzeOptions opt;
+  opt.measure_bandwidth = false;
+  for (uint64_t page : {uint64_t{0}, kMaxPageBytes + 1, UINT64_MAX}) {
+    opt.page_bytes = page;
+    try {
+      analyze_run(run, opt);
+      ADD_FAILURE() << "page size " << page << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("page size {} is outside 1 to 1073741824 bytes", page)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  opt.page_bytes = kMaxPageBytes;
+  const nlohmann::json r = analyze_run(run, opt);
+  const nlohmann::json& order = r["order"]["run"];
+  EXPECT_EQ(order["backward_moves"], 0);
+  EXPECT_EQ(order["forward_fraction"], 1.0);
+  EXPECT_EQ(order["jump_histogram"][">=16M"], 1);
 }
 
 TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {

@@ -86,7 +86,7 @@ RegisterCommand reg(
       cmd.add_option("--policy", a->policy, "Cache policies: lru, lfu, fifo, opt (comma-separated)");
       cmd.add_option("--granularity", a->granularity, "Cache unit: page or tensor");
       cmd.add_option("--page-size", a->page_bytes, "Page size in bytes for page granularity and reuse distances")
-          ->check(range<uint64_t>(64, 1 << 30));
+          ->check(range<uint64_t>(1, analysis::kMaxPageBytes));
       cmd.add_option("--compare", a->compare, "Compare with a second run (e.g. cold without vs with --prefetch)");
       return [a]() { return run(*a); };
     });

@@ -13,6 +13,7 @@
 #include "analysis/bandwidth.h"
 #include "analysis/thread_time.h"
 #include "core/error.h"
+#include "trace/run_trace.h"
 
 namespace tt::analysis {
 
@@ -44,11 +45,12 @@ uint64_t duration_ns(const trace::OpRecord& o) { return o.end_ns > o.start_ns ? 
 const char* const kJumpBins[] = {"<=-16M", "-16M..-1M", "-1M..-64K", "-64K..-4K", "-4K..-1", "0",
                                  "1..4K",  "4K..64K",   "64K..1M",   "1M..16M",   ">=16M"};
 constexpr int kNumJumpBins = 11;
-int jump_bin(int64_t d) {
-  const int64_t a = d < 0 ? -d : d;
-  int mag = a < 4096 ? 0 : a < 65536 ? 1 : a < (1 << 20) ? 2 : a < (16 << 20) ? 3 : 4;
-  if (d == 0) return 5;
-  return d < 0 ? 4 - mag : 6 + mag;
+// The jump from `from` to `to` (file offsets anywhere in 0..2^64: unsigned, no signed difference to overflow).
+int jump_bin(uint64_t from, uint64_t to) {
+  if (to == from) return 5;
+  const uint64_t a = to > from ? to - from : from - to;
+  const int mag = a < 4096 ? 0 : a < 65536 ? 1 : a < (1 << 20) ? 2 : a < (16 << 20) ? 3 : 4;
+  return to < from ? 4 - mag : 6 + mag;
 }
 
 struct OrderAcc {
@@ -67,11 +69,10 @@ struct OrderAcc {
     bytes += r.length;
     if (has_prev) {
       ++transitions;
-      const int64_t d = static_cast<int64_t>(r.offset) - static_cast<int64_t>(prev_end);
-      ++hist[jump_bin(d)];
-      if (d >= 0) ++forward;
-      if (d == 0) ++contiguous;
-      if (d < 0) ++backward;
+      ++hist[jump_bin(prev_end, r.offset)];
+      if (r.offset >= prev_end) ++forward;
+      if (r.offset == prev_end) ++contiguous;
+      if (r.offset < prev_end) ++backward;
     }
     has_prev = true;
     prev_end = r.offset + r.length;
@@ -287,9 +288,9 @@ RunFiles load_run(const std::string& dir) {
   if (!fs::exists(trace_path)) fail("'{}' has no trace.bin (not a run directory?)", dir);
   RunFiles r;
   r.dir = dir;
-  r.trace = trace::read_trace(trace_path);
   r.run = read_json_file(dir + "/run.json", false);
   r.memory_map = read_json_file(dir + "/memory-map.json", false);
+  r.trace = trace::read_run_trace(dir, r.memory_map);
   r.buffers = read_json_file(dir + "/buffers.json", false);
   std::ifstream steps(dir + "/steps.jsonl");
   for (std::string line; std::getline(steps, line);) {
@@ -338,6 +339,10 @@ std::vector<Access> access_stream(const std::vector<FileRead>& reads, Granularit
 }
 
 json analyze_run(const RunFiles& run, const AnalyzeOptions& opt) {
+  // Pages up to 1 GiB (the largest huge pages): the miss-ratio curve doubles capacities from one page up to the bytes
+  // read, and a read of L bytes is L / page accesses.
+  if (opt.page_bytes == 0 || opt.page_bytes > kMaxPageBytes)
+    fail("page size {} is outside 1 to {} bytes", opt.page_bytes, kMaxPageBytes);
   const trace::TraceContents& t = run.trace;
   const std::vector<FileRead> reads = file_reads(t);
   json report = {{"format", "tensortrace.analysis"}, {"version", 1}, {"run_dir", run.dir}};
@@ -468,7 +473,7 @@ json analyze_run(const RunFiles& run, const AnalyzeOptions& opt) {
     json regions = json::array();
     if (file_size) {
       const int nbins = 32;
-      const uint64_t w = (file_size + nbins - 1) / nbins;
+      const uint64_t w = file_size / nbins + (file_size % nbins != 0);  // rounded up without overflowing
       for (int i = 0; i < nbins; ++i) {
         const uint64_t b = i * w, e = std::min(file_size, b + w);
         uint64_t total = 0;
@@ -507,7 +512,7 @@ json analyze_run(const RunFiles& run, const AnalyzeOptions& opt) {
       mrc.push_back({{"capacity", cap},
                      {"misses", misses},
                      {"miss_ratio", pages.empty() ? 0.0 : static_cast<double>(misses) / pages.size()}});
-      if (cap >= unique) break;
+      if (cap >= unique || cap > UINT64_MAX / 2) break;
       cap *= 2;
     }
     report["hot_cold"] = {{"tensors", tensors},

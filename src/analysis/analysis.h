@@ -27,11 +27,12 @@ RunFiles load_run(const std::string& dir);  // throws tt::Error
 
 enum class Granularity { PAGE, TENSOR };
 
+constexpr uint64_t kMaxPageBytes = uint64_t{1} << 30;
 struct AnalyzeOptions {
   std::vector<uint64_t> cache_sizes;  // empty: no cache simulation
   std::vector<CachePolicy> policies = {CachePolicy::LRU, CachePolicy::LFU, CachePolicy::FIFO, CachePolicy::OPT};
   Granularity granularity = Granularity::PAGE;
-  uint64_t page_bytes = 4096;
+  uint64_t page_bytes = 4096;     // 1 to kMaxPageBytes
   bool measure_bandwidth = true;  // off in tests that do not look at it
 };
 

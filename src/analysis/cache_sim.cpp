@@ -173,6 +173,7 @@ uint64_t parse_size(const std::string& text) {
     mult = 1024.0 * 1024 * 1024;
   else
     fail("'{}': unknown size unit '{}' (use K, M or G)", text, text.substr(i));
+  if (!(v * mult < 0x1p63)) fail("'{}' is too large (at most 2^63 bytes)", text);  // llround's range
   return static_cast<uint64_t>(std::llround(v * mult));
 }
 

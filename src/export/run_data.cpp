@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "trace/run_trace.h"
 
 namespace tt {
 
@@ -227,8 +228,7 @@ void index_trace(RunData& r) {
   r.step_spans.assign(n_steps, {0, 0});
   auto build = [&](auto& records, std::vector<std::pair<size_t, size_t>>& index, const char* what) {
     for (size_t i = 0; i < records.size(); ++i) {
-      const uint32_t s = records[i].step;
-      if (s >= n_steps) fail("'{}/trace.bin': {} of step {} outside the trace's steps", r.dir, what, s);
+      const uint32_t s = records[i].step;  // below n_steps (read_run_trace)
       if (i > 0 && records[i - 1].step > s) fail("'{}/trace.bin': {} records out of step order", r.dir, what);
       if (index[s].second == 0) index[s].first = i;
       index[s].second = i + 1;
@@ -344,7 +344,7 @@ RunData load_run(const std::string& dir_in, const LoadOptions& options) {
   if (options.buffers) load_buffers(r);
   if (options.trace) {
     if (!has_trace) fail("'{}' has no trace.bin (was the run made with tracing off?)", dir);
-    r.trace = trace::read_trace(dir + "/trace.bin");
+    r.trace = trace::read_run_trace(dir, r.memory_map);
     if (!r.trace.complete)
       r.warnings.push_back(fmt::format("trace.bin is truncated at byte {} ({}): {} complete step(s) read",
                                        r.trace.stopped_at, r.trace.stop_reason,

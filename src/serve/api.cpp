@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/text.h"
-#include "trace/trace_file.h"
+#include "trace/run_trace.h"
 
 namespace tt::serve {
 namespace {
@@ -124,7 +124,6 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
   run_ = read_json_file(root / "run.json", false);
   if (run_.is_null()) run_ = json::object();
   memory_map_ = read_json_file(root / "memory-map.json", false);
-  if (memory_map_.is_null()) memory_map_ = json{{"tensors", json::array()}, {"file_size", 0}};
   graph_index_ = read_json_file(root / "graphs" / "index.json", false);
   if (graph_index_.is_object() && graph_index_.contains("steps")) {
     for (const json& s : graph_index_["steps"]) {
@@ -147,7 +146,8 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
       }
     }
   }
-  index_trace();
+  index_trace();  // checks the trace against memory_map_ as read (null when absent)
+  if (memory_map_.is_null()) memory_map_ = json{{"tensors", json::array()}, {"file_size", 0}};
   load_buffers();
   std::sort(buffers_.begin(), buffers_.end(), [](const Buffer& a, const Buffer& b) { return a.id < b.id; });
   for (Buffer& x : buffers_) x.name = buffer_name(x.id);  // also for buffers seen only in the trace (no buffers.json)
@@ -166,7 +166,7 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
 }
 
 void ServedRun::index_trace() {
-  trace::TraceContents t = trace::read_trace((fs::path(dir_) / "trace.bin").string());
+  trace::TraceContents t = trace::read_run_trace(dir_, memory_map_);
   complete_ = t.complete;
   stop_reason_ = t.stop_reason;
   markers_ = std::move(t.steps);

@@ -383,6 +383,9 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
         case RecordKind::STEP_BEGIN: {
           StepMarker m;
           m.step = r.get<uint32_t>();
+          // Steps are numbered 0, 1, ... in order: consumers index tables by step number.
+          if (m.step != out.steps.size())
+            fail("STEP_BEGIN of step {} where step {} was expected", m.step, out.steps.size());
           m.phase = get_phase(r);
           m.pos_begin = r.get<int32_t>();
           m.pos_end = r.get<int32_t>();
