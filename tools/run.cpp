@@ -2,6 +2,8 @@
 // directory (docs/run-directory.md).
 #include <fmt/format.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <thread>
 
@@ -22,6 +24,33 @@ struct RunArgs {
   bool no_trace = false;
   std::string kernel_isa = "auto";
 };
+
+// The first SIGINT or SIGTERM stops the run after its current step (the run directory is finished, run.json says
+// interrupted); a second one ends the process at once. A signal handler reaches only static state: the signal that
+// asked (for the exit status) and the stop request the engine checks between steps.
+std::atomic<int> stop_signal{0};
+std::atomic<bool> stop_requested{false};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "used in a signal handler");
+
+void on_stop_signal(int sig) {
+  int none = 0;
+  if (!stop_signal.compare_exchange_strong(none, sig)) {  // the second signal: the default action, now
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  stop_requested.store(true);
+}
+
+void stop_on_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM})
+    if (sigaction(sig, &sa, nullptr) != 0) fail("cannot install the {} handler", sig == SIGINT ? "SIGINT" : "SIGTERM");
+}
 
 std::string read_prompt_file(const std::string& path) {
   try {
@@ -45,6 +74,8 @@ int run(RunArgs a) {
   o.trace = !a.no_trace;
   if (a.no_trace && !o.run_dir.empty()) fail("-o and --no-trace contradict each other");
 
+  stop_on_signals();
+  o.stop = &stop_requested;
   auto print = [](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
@@ -70,6 +101,10 @@ int run(RunArgs a) {
     fmt::print(stderr, "trace: {} ops, {} steps, {:.2f} MiB -> {}\n", t["ops"].get<uint64_t>(),
                t["steps"].get<uint64_t>(), t["trace_bytes"].get<uint64_t>() / 1048576.0, r.run_dir);
     fmt::print(stderr, "look at it:\n  tensortrace dump {} --limit 20\n  tensortrace serve {}\n", r.run_dir, r.run_dir);
+  }
+  if (const int sig = stop_signal.load()) {
+    fmt::print(stderr, "interrupted by {} after {} steps\n", sig == SIGINT ? "SIGINT" : "SIGTERM", g.steps);
+    return 128 + sig;  // as a shell reports a process the signal ended
   }
   return 0;
 }
@@ -100,6 +135,9 @@ RegisterCommand reg(
           ->check(range(0, 1 << 20));
       cmd.add_option("--kv-type", a->kv_type, "KV cache type: f16 or f32")->check(CLI::IsMember({"f16", "f32"}));
       cmd.add_option("-o,--output", o.run_dir, "Run directory (default: runs/<date-time>-<model>)");
+      cmd.add_flag("--overwrite", o.overwrite,
+                   "Replace an existing run directory given with -o, and delete its stale .partial (never one "
+                   "another process is writing)");
       cmd.add_flag("--no-trace", a->no_trace, "Do not trace (no run directory)");
       cmd.add_flag("--trace-values", o.trace_options.values, "Record min/max/mean/NaN/Inf/hash of every op's output");
       cmd.add_flag("--check-finite", o.trace_options.check_finite, "Stop at the first op producing NaN or Inf");

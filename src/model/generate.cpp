@@ -20,6 +20,10 @@ GenerateResult generate(Engine& engine, const GenerateOptions& options, Generate
   GenerateResult result;
   std::vector<int32_t> input = options.prompt_tokens;
   for (int32_t step = 0; step <= options.n_predict; ++step) {
+    if (options.stop && options.stop->load()) {
+      result.interrupted = true;
+      break;
+    }
     StepOutcome out;
     out.step = step;
     out.phase = step == 0 ? Phase::PROMPT : Phase::GENERATE;
@@ -38,6 +42,7 @@ GenerateResult generate(Engine& engine, const GenerateOptions& options, Generate
       out.end_of_generation = tok.is_eog(out.sampled.token);
     }
     if (observer) observer->on_step_end(out);
+    ++result.steps;
     // The step as a user waits for it: evaluation, sampling and the observer's work (tracing costs count).
     (step == 0 ? result.prompt_ns : result.step_ns.emplace_back()) = now_ns() - out.start_ns;
     if (!choose) break;

@@ -1,6 +1,7 @@
 // The generation loop: the prompt as one batch (step 0), then one token per step, sampled from the logits.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -17,6 +18,8 @@ struct GenerateOptions {
   std::vector<int32_t> prompt_tokens;
   int32_t n_predict = 64;  // tokens to generate (stops earlier at an end-of-generation token)
   SamplingParams sampling;
+  // When set and true, no further step begins: the step in progress finishes and generate() returns (interrupted).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // What one step did, handed to observers after it ran.
@@ -46,6 +49,8 @@ struct GenerateResult {
   uint64_t prompt_ns = 0;
   std::vector<uint64_t> step_ns;
   bool stopped_at_eog = false;
+  bool interrupted = false;  // options.stop ended the run before it was done
+  int32_t steps = 0;         // steps evaluated (the prompt step included)
 };
 
 // on_text receives each generated token's text as soon as it is chosen.

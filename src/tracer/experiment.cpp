@@ -78,8 +78,12 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   ExperimentResult result;
   const uint64_t t0 = now_ns();
   o.sampling.validate();
+  if (o.overwrite && o.run_dir.empty()) fail("--overwrite needs -o RUN_DIR (a default run directory is always new)");
   std::unique_ptr<RunDirWriter> dir;
-  if (o.trace) dir = std::make_unique<RunDirWriter>(o.run_dir.empty() ? default_run_dir(o.model_path) : o.run_dir);
+  if (o.trace && o.run_dir.empty())
+    dir = std::make_unique<RunDirWriter>(default_run_dir(o.model_path), ExistingRunDir::NEXT_FREE);
+  else if (o.trace)
+    dir = std::make_unique<RunDirWriter>(o.run_dir, o.overwrite ? ExistingRunDir::OVERWRITE : ExistingRunDir::REFUSE);
 
   if (o.progress) fmt::print(stderr, "loading {} ...\n", o.model_path);
   std::unique_ptr<Model> model = load_model(o.model_path);
@@ -146,6 +150,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   go.prompt_tokens = result.prompt_tokens;
   go.n_predict = o.n_predict;
   go.sampling = o.sampling;
+  go.stop = o.stop;
   uint64_t last_progress = 0;
   int produced = 0;
   if (on_ready) on_ready();
@@ -211,6 +216,8 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
          {"generated_tokens", g.tokens},
          {"generated_text", g.text},
          {"stopped_at_end_of_generation", g.stopped_at_eog},
+         {"interrupted", g.interrupted},
+         {"steps_done", g.steps},
          {"timings", timings},
          {"memory", {{"runtime_bytes", result.runtime_bytes}, {"kv_cache_bytes", result.kv_cache_bytes}}},
          {"trace", counts},

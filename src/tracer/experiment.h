@@ -22,13 +22,16 @@ struct ExperimentOptions {
   GgmlType kv_type = GgmlType::F16;
   SamplingParams sampling;
   bool trace = true;
-  std::string run_dir;  // empty: runs/<date-time>-<model>
+  std::string run_dir;     // empty: runs/<date-time>-<model>, with -2, -3, ... when that is taken
+  bool overwrite = false;  // replace an existing run_dir and a stale run_dir.partial (needs run_dir)
   TraceOptions trace_options;
   bool progress = true;  // progress lines on stderr
   bool cold = false;     // --cold: evict the model file from the page cache after loading, before the first step
   std::string prefetch = "none";  // --prefetch: none, next-layer, from:RUN_DIR (needs tracing)
   std::string config_file;        // --config: the file's absolute path (run.json records it); empty: none
   nlohmann::json config = nlohmann::json::object();  // the values read from it, by key
+  // When set and true, the run stops after the current step and finishes its run directory (run.json: interrupted).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct ExperimentResult {
@@ -45,6 +48,7 @@ struct ExperimentResult {
 ExperimentResult run_experiment(const ExperimentOptions& options, const std::function<void(std::string_view)>& on_text,
                                 const std::function<void()>& on_ready = nullptr);
 
+// runs/<date-time>-<model>: the default run directory before any -2, -3, ... suffix.
 std::string default_run_dir(const std::string& model_path);
 
 }  // namespace tt
