@@ -109,7 +109,8 @@ bool use_more_bits(int64_t i_layer, int64_t n_layers) {
 }
 
 // Rows of a type with blocks longer than the row: llama-quantize's fallbacks.
-G fallback(G type, int64_t ncols) {
+G fallback(G type, const MixTensor& t) {
+  const int64_t ncols = t.ne[0];
   if (ncols % type_traits(type).block_size == 0) return type;
   G to;
   switch (type) {
@@ -129,8 +130,9 @@ G fallback(G type, int64_t ncols) {
     case G::Q6_K:
       to = G::Q8_0;
       break;
-    default:
-      fail("no type to fall back to from {} for rows of {} elements", type_name(type), ncols);
+    default:  // llama-quantize refuses these too
+      fail("tensor '{}': rows of {} elements are not whole {} blocks and {} has no fallback type", t.name, ncols,
+           type_name(type), type_name(type));
   }
   return ncols % type_traits(to).block_size == 0 ? to : G::F16;
 }
@@ -271,7 +273,7 @@ std::vector<GgmlType> choose_tensor_types(const QuantFileType& target, const Mix
       continue;
     }
     G type = target.default_type;
-    if (quantized) type = fallback(state.choose(type, t, category_of(t.name)), t.ne[0]);
+    if (quantized) type = fallback(state.choose(type, t, category_of(t.name)), t);
     out.push_back(type);
   }
   return out;

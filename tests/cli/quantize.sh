@@ -17,7 +17,7 @@ fail() {
   failures=$((failures + 1))
 }
 
-f32="$repo/models/stories260K.gguf"  # F32 tensors, rows of 64
+f32="$repo/models/stories260K.gguf"  # F32 tensors, rows of 64 and (ffn_down) 172
 expect_error "no arguments" "input is required" quantize
 expect_error "no type" "type is required" quantize "$f32" "$scratch/out.gguf"
 expect_error "a missing file" "cannot open '$scratch/missing.gguf': No such file or directory" \
@@ -27,26 +27,31 @@ expect_error "an unknown type" "unknown type 'Q9_9' \(choose one of F16, BF16, Q
 expect_error "a quantized source" \
   "tensor '[a-z_.0-9]+' is Q4_0: requantizing a quantized source is not supported \(sources: F32, F16, BF16\)" \
   quantize "$repo/models/TinyLLama-v0.Q4_0.gguf" "$scratch/out.gguf" Q8_0
+# ffn_down's rows of 172 are not whole Q8_0 blocks, and Q8_0 has no fallback (llama-quantize refuses it too).
+expect_error "rows without a fallback type" \
+  "tensor 'blk.0.ffn_down.weight': rows of 172 elements are not whole Q8_0 blocks and Q8_0 has no fallback type" \
+  quantize "$f32" "$scratch/out.gguf" Q8_0
 expect_error "zero threads" "threads" quantize -t 0 "$f32" "$scratch/out.gguf" Q8_0
 [ -e "$scratch/out.gguf" ] && fail "a failed run left out.gguf"
 ls "$scratch"/out.gguf.tmp-* >/dev/null 2>&1 && fail "a failed run left a temporary file"
 
 # A good run: progress per tensor on stderr, one summary line on stdout.
-if "$bin" quantize -t 2 "$f32" "$scratch/out.gguf" q8_0 >"$scratch/stdout" 2>"$scratch/stderr"; then
+if "$bin" quantize -t 2 "$f32" "$scratch/out.gguf" f16 >"$scratch/stdout" 2>"$scratch/stderr"; then
   lines=$(grep -c '^\[ *[0-9]\+/[0-9]\+\] ' "$scratch/stderr")
   last=$(tail -n 1 "$scratch/stderr")
   [[ "$last" =~ ^\[([0-9]+)/([0-9]+)\]\ ([a-z_.0-9]+)\ +F32\ +-\>\ +[A-Z0-9_]+\ +[0-9]+\ +-\>\ +[0-9]+\ bytes$ ]] ||
     fail "progress line: '$last'"
   [ "${BASH_REMATCH[1]:-x}" = "${BASH_REMATCH[2]:-y}" ] || fail "the last progress line is not n/n: '$last'"
   [ "$lines" = "${BASH_REMATCH[2]:-0}" ] || fail "$lines progress lines for ${BASH_REMATCH[2]:-?} tensors"
-  grep -q '^Q8_0: [0-9]\+ -> [0-9]\+ bytes of tensor data' "$scratch/stdout" || fail "summary: $(cat "$scratch/stdout")"
-  grep -q 'blk.0.attn_q.weight *F32 *-> Q8_0' "$scratch/stderr" || fail "attn_q not quantized to Q8_0"
-  grep -q 'blk.0.attn_norm.weight *F32 *-> F32' "$scratch/stderr" || fail "a norm was quantized"
-  "$bin" inspect --kv "$scratch/out.gguf" | grep -q 'general.file_type.* 7' || fail "general.file_type is not 7"
+  grep -q '^F16: [0-9]\+ -> [0-9]\+ bytes of tensor data' "$scratch/stdout" || fail "summary: $(cat "$scratch/stdout")"
+  grep -q 'blk.0.attn_q.weight *F32 *-> F16' "$scratch/stderr" || fail "attn_q not converted to F16"
+  grep -q 'blk.0.attn_norm.weight *F32 *-> F32' "$scratch/stderr" || fail "a norm was converted"
+  "$bin" inspect --kv "$scratch/out.gguf" >"$scratch/inspect"
+  grep -q 'general.file_type.* 1$' "$scratch/inspect" || fail "general.file_type is not 1"
   ls "$scratch"/out.gguf.tmp-* >/dev/null 2>&1 && fail "the temporary file is left"
-  echo "ok: quantize to Q8_0 ($lines tensors)"
+  echo "ok: quantize to F16 ($lines tensors)"
 else
-  fail "quantize to Q8_0 failed: $(cat "$scratch/stderr")"
+  fail "quantize to F16 failed: $(cat "$scratch/stderr")"
 fi
 
 expect_error "an existing output" "out.gguf' already exists \(use --overwrite to replace it\)" \
@@ -54,7 +59,8 @@ expect_error "an existing output" "out.gguf' already exists \(use --overwrite to
 if "$bin" quantize -q --overwrite "$f32" "$scratch/out.gguf" Q4_K_M >/dev/null 2>"$scratch/stderr"; then
   [ -s "$scratch/stderr" ] && fail "--quiet printed: $(head -c 200 "$scratch/stderr")"
   # Rows of 64 are not whole super-blocks: llama-quantize's fallbacks (Q4_K -> Q5_0, Q6_K -> Q8_0).
-  "$bin" inspect "$scratch/out.gguf" | grep -q 'Q5_0' || fail "no Q5_0 fallback in the Q4_K_M file"
+  "$bin" inspect "$scratch/out.gguf" >"$scratch/inspect"
+  grep -q 'blk.0.attn_q.weight  *Q5_0 ' "$scratch/inspect" || fail "no Q5_0 fallback in the Q4_K_M file"
   echo "ok: --overwrite, --quiet"
 else
   fail "quantize --overwrite failed: $(cat "$scratch/stderr")"
