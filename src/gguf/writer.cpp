@@ -22,18 +22,42 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
 
 void put_value(std::vector<uint8_t>& out, const GgufValue& v) {
   switch (v.type) {
-    case GgufValueType::UINT8: put<uint8_t>(out, v.u); break;
-    case GgufValueType::UINT16: put<uint16_t>(out, v.u); break;
-    case GgufValueType::UINT32: put<uint32_t>(out, v.u); break;
-    case GgufValueType::UINT64: put<uint64_t>(out, v.u); break;
-    case GgufValueType::INT8: put<int8_t>(out, v.i); break;
-    case GgufValueType::INT16: put<int16_t>(out, v.i); break;
-    case GgufValueType::INT32: put<int32_t>(out, v.i); break;
-    case GgufValueType::INT64: put<int64_t>(out, v.i); break;
-    case GgufValueType::FLOAT32: put<float>(out, static_cast<float>(v.f)); break;
-    case GgufValueType::FLOAT64: put<double>(out, v.f); break;
-    case GgufValueType::BOOL: put<uint8_t>(out, v.u); break;
-    case GgufValueType::STRING: put_string(out, v.str); break;
+    case GgufValueType::UINT8:
+      put<uint8_t>(out, v.u);
+      break;
+    case GgufValueType::UINT16:
+      put<uint16_t>(out, v.u);
+      break;
+    case GgufValueType::UINT32:
+      put<uint32_t>(out, v.u);
+      break;
+    case GgufValueType::UINT64:
+      put<uint64_t>(out, v.u);
+      break;
+    case GgufValueType::INT8:
+      put<int8_t>(out, v.i);
+      break;
+    case GgufValueType::INT16:
+      put<int16_t>(out, v.i);
+      break;
+    case GgufValueType::INT32:
+      put<int32_t>(out, v.i);
+      break;
+    case GgufValueType::INT64:
+      put<int64_t>(out, v.i);
+      break;
+    case GgufValueType::FLOAT32:
+      put<float>(out, static_cast<float>(v.f));
+      break;
+    case GgufValueType::FLOAT64:
+      put<double>(out, v.f);
+      break;
+    case GgufValueType::BOOL:
+      put<uint8_t>(out, v.u);
+      break;
+    case GgufValueType::STRING:
+      put_string(out, v.str);
+      break;
     case GgufValueType::ARRAY:
       put<uint32_t>(out, static_cast<uint32_t>(v.element_type));
       put<uint64_t>(out, v.array.size());
@@ -118,7 +142,20 @@ void GgufWriter::add_i32_array(const std::string& key, const std::vector<int32_t
 
 void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> dims,
                             std::span<const uint8_t> data) {
-  tensors_.push_back({name, static_cast<uint32_t>(type), std::move(dims), {data.begin(), data.end()}});
+  tensors_.push_back(
+      {name, static_cast<uint32_t>(type), std::move(dims), {data.begin(), data.end()}, data.size(), false});
+}
+
+void GgufWriter::add_tensor_info(const std::string& name, GgmlType type, std::vector<int64_t> dims,
+                                 uint64_t size_bytes) {
+  tensors_.push_back({name, static_cast<uint32_t>(type), std::move(dims), {}, size_bytes, true});
+}
+
+uint64_t GgufWriter::tensor_offset(size_t k) const {
+  TT_CHECK(k < tensors_.size(), "tensor {} of {}", k, tensors_.size());
+  uint64_t offset = 0;
+  for (size_t i = 0; i < k; ++i) offset += (tensors_[i].size + alignment() - 1) / alignment() * alignment();
+  return offset;
 }
 
 void GgufWriter::add_tensor_f32(const std::string& name, std::vector<int64_t> dims, std::span<const float> data) {
@@ -126,9 +163,9 @@ void GgufWriter::add_tensor_f32(const std::string& name, std::vector<int64_t> di
              {reinterpret_cast<const uint8_t*>(data.data()), data.size() * sizeof(float)});
 }
 
-std::vector<uint8_t> GgufWriter::serialise(Layout* layout) const {
+std::vector<uint8_t> GgufWriter::serialise(Layout* layout, bool header_only) const {
   // Lay out with the alignment asked for; a nonsense one (0, for a corrupt fixture) lays out unaligned.
-  const uint64_t alignment = alignment_ == 0 ? 1 : alignment_;
+  const uint64_t alignment = this->alignment();
   std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
   put<uint32_t>(out, version_);
   put<uint64_t>(out, tensors_.size());
@@ -149,12 +186,14 @@ std::vector<uint8_t> GgufWriter::serialise(Layout* layout) const {
     put<uint32_t>(out, t.type);
     put<uint64_t>(out, offset);
     offsets.push_back(offset);
-    offset += (t.data.size() + alignment - 1) / alignment * alignment;
+    offset += (t.size + alignment - 1) / alignment * alignment;
   }
   out.resize((out.size() + alignment - 1) / alignment * alignment, 0);
   if (layout) layout->data_offset = out.size();
+  if (header_only) return out;
   uint64_t data_start = out.size();
   for (size_t k = 0; k < tensors_.size(); ++k) {
+    if (tensors_[k].external) fail("tensor '{}' was declared without its data", tensors_[k].name);
     out.resize(data_start + offsets[k], 0);
     out.insert(out.end(), tensors_[k].data.begin(), tensors_[k].data.end());
   }
@@ -162,10 +201,11 @@ std::vector<uint8_t> GgufWriter::serialise(Layout* layout) const {
 }
 
 std::vector<uint8_t> GgufWriter::bytes() const { return serialise(nullptr); }
+std::vector<uint8_t> GgufWriter::header_bytes() const { return serialise(nullptr, true); }
 
 GgufWriter::Layout GgufWriter::layout() const {
   Layout l;
-  serialise(&l);
+  serialise(&l, true);
   return l;
 }
 

@@ -29,11 +29,20 @@ class GgufWriter {
   // dims in ggml order (ne[0] first); data must hold exactly the tensor's bytes. Tensors are laid out in the
   // order added, each aligned.
   void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> dims, std::span<const uint8_t> data);
+  // A tensor whose data the caller writes itself, after header_bytes() (for files too large to build in memory):
+  // its data goes at data_offset() + tensor_offset(k), followed by zeros up to the alignment.
+  void add_tensor_info(const std::string& name, GgmlType type, std::vector<int64_t> dims, uint64_t size_bytes);
   // Convenience for F32 tensors.
   void add_tensor_f32(const std::string& name, std::vector<int64_t> dims, std::span<const float> data);
 
   // Serialised file. Offsets of interesting places are recorded for tests that corrupt them.
+  // Errors when a tensor was declared with add_tensor_info (its data is not here).
   std::vector<uint8_t> bytes() const;
+  // Everything before the first tensor's data: header, metadata, tensor infos and the padding after them.
+  std::vector<uint8_t> header_bytes() const;
+  uint64_t alignment() const { return alignment_ == 0 ? 1 : alignment_; }
+  // Offset of tensor k's data from the start of the data section.
+  uint64_t tensor_offset(size_t k) const;
   void write(const std::string& path) const;
 
   struct Layout {
@@ -54,8 +63,11 @@ class GgufWriter {
     uint32_t type;
     std::vector<int64_t> dims;
     std::vector<uint8_t> data;
+    uint64_t size;  // data.size(), or the declared size of a tensor added with add_tensor_info
+    bool external;  // added with add_tensor_info
   };
-  std::vector<uint8_t> serialise(Layout* layout) const;
+  // header_only: stop after the padding that precedes the data section.
+  std::vector<uint8_t> serialise(Layout* layout, bool header_only = false) const;
 
   uint32_t version_;
   uint32_t alignment_ = kGgufDefaultAlignment;

@@ -65,6 +65,13 @@ void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
 void quantize_q8_k(const float* src, void* dst, int64_t n);
 void quantize_iq4_nl(const float* src, void* dst, int64_t n);
+// Weight-only quantizers (llama.cpp's *_ref algorithms, what llama-quantize runs without an importance matrix).
+void quantize_q2_k(const float* src, void* dst, int64_t n);
+void quantize_q3_k(const float* src, void* dst, int64_t n);
+void quantize_q4_k(const float* src, void* dst, int64_t n);
+void quantize_q5_k(const float* src, void* dst, int64_t n);
+void quantize_q6_k(const float* src, void* dst, int64_t n);
+void quantize_iq4_xs(const float* src, void* dst, int64_t n);
 
 // Rows of halves (core/fp16.h's conversions one element at a time).
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);

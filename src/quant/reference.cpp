@@ -34,6 +34,9 @@ int nearest_int(float x) {
   return (i & 0x007FFFFF) - 0x00400000;
 }
 
+// Groups whose largest magnitude is below this quantize to zero (ggml's GROUP_MAX_EPS).
+constexpr float kGroupMaxEps = 1e-15f;
+
 // ---- The 32-element legacy blocks: integer quants q[0..31] (with offset applied for the symmetric types).
 
 uint32_t load_qh(const uint8_t* qh) {
@@ -199,15 +202,16 @@ int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {
   return ls - 32;
 }
 
-// Index of the level nearest to x (ties to the upper level, as ggml's best_index_int8).
+// Index of the level nearest to x, ties to the upper level: ggml's best_index_int8 compares 2x with the sums of
+// neighbouring levels, both exact, so the midpoints are exact.
 int best_index_iq4(float x) {
-  if (x <= kValuesIQ4NL[0]) return 0;
-  if (x >= kValuesIQ4NL[15]) return 15;
-  int best = 0;
-  for (int k = 1; k < 16; ++k) {
-    if (std::fabs(x - kValuesIQ4NL[k]) <= std::fabs(x - kValuesIQ4NL[best])) best = k;
+  const float x2 = x + x;
+  int idx = 0;
+  for (int step = 8; step > 0; step >>= 1) {
+    const int j = idx + step;
+    idx = x2 >= static_cast<float>(kValuesIQ4NL[j - 1] + kValuesIQ4NL[j]) ? j : idx;
   }
-  return best;
+  return idx;
 }
 
 float absmax(const float* x, int n) {
@@ -518,43 +522,111 @@ void quantize_q8_1(const float* src, void* dst, int64_t n) { quantize_q8<BlockQ8
 void quantize_q8_0_x86(const float* src, void* dst, int64_t n) { quantize_q8<BlockQ8_0, true>(src, dst, n); }
 void quantize_q8_1_x86(const float* src, void* dst, int64_t n) { quantize_q8<BlockQ8_1, true>(src, dst, n); }
 
-// IQ4_NL: scale search as in ggml (weights x^2, a few trial scales), indices from the final fp16 scale.
-void quantize_iq4_nl(const float* src, void* dst, int64_t n) {
-  BlockIQ4_NL* y = blocks<BlockIQ4_NL>(dst);
-  constexpr int kTries = 7;
-  for (int64_t i = 0; i < n / 32; ++i) {
-    const float* x = src + i * 32;
-    const float max = signed_absmax(x, 32);
-    float best_d = 0.0f;
-    if (max != 0.0f) {
-      auto fit = [&](float id, float* sumqx, float* sumq2) {
-        *sumqx = *sumq2 = 0.0f;
-        for (int j = 0; j < 32; ++j) {
-          const float q = kValuesIQ4NL[best_index_iq4(id * x[j])];
-          const float w = x[j] * x[j];
-          *sumqx += w * q * x[j];
-          *sumq2 += w * q * q;
-        }
-      };
-      float sumqx, sumq2;
-      fit(kValuesIQ4NL[0] / max, &sumqx, &sumq2);
-      best_d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
-      float best = best_d * sumqx;
-      for (int t = -kTries; t <= kTries; ++t) {
-        fit((t + kValuesIQ4NL[0]) / max, &sumqx, &sumq2);
-        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-          best_d = sumqx / sumq2;
-          best = best_d * sumqx;
-        }
+namespace {
+
+// IQ4_NL / IQ4_XS without an importance matrix: ggml's quantize_row_iq4_nl_impl with ntry = 7 (what
+// quantize_iq4_nl / quantize_iq4_xs run for model files), block sums weighted by x^2.
+void quantize_iq4(const float* x, int super_block, uint16_t* dh, uint8_t* q4, uint16_t* scales_h, uint8_t* scales_l) {
+  constexpr int kBlock = 32, kTries = 7;
+  const int8_t* values = kValuesIQ4NL;
+  float scales[kQK_K / kBlock];
+  float weight[kBlock];
+  uint8_t L[kQK_K];
+  std::memset(q4, 0, super_block / 2);
+  *dh = fp32_to_fp16(0.0f);
+  float max_scale = 0, amax_scale = 0;
+  for (int ib = 0; ib < super_block / kBlock; ++ib) {
+    const float* xb = x + ib * kBlock;
+    uint8_t* Lb = L + ib * kBlock;
+    for (int j = 0; j < kBlock; ++j) weight[j] = xb[j] * xb[j];
+    float amax = 0, max = 0;
+    for (int j = 0; j < kBlock; ++j) {
+      const float ax = std::fabs(xb[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = xb[j];
       }
     }
-    y[i].d = fp32_to_fp16(best_d);
-    const float d = h2f(y[i].d);
-    const float id = d ? 1.0f / d : 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      y[i].qs[j] = static_cast<uint8_t>(best_index_iq4(x[j] * id) | (best_index_iq4(x[j + 16] * id) << 4));
+    if (amax < kGroupMaxEps) {
+      scales[ib] = 0;
+      std::memset(Lb, 0, kBlock);
+      continue;
+    }
+    float d = -max / values[0];
+    float id = 1 / d;
+    float sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < kBlock; ++j) {
+      const int l = best_index_iq4(id * xb[j]);
+      Lb[j] = static_cast<uint8_t>(l);
+      const float q = values[l];
+      const float w = weight[j];
+      sumqx += w * q * xb[j];
+      sumq2 += w * q * q;
+    }
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+    float best = d * sumqx;
+    for (int itry = -kTries; itry <= kTries; ++itry) {
+      id = (itry + values[0]) / max;
+      sumqx = sumq2 = 0;
+      for (int j = 0; j < kBlock; ++j) {
+        const float q = values[best_index_iq4(id * xb[j])];
+        const float w = weight[j];
+        sumqx += w * q * xb[j];
+        sumq2 += w * q * q;
+      }
+      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+        d = sumqx / sumq2;
+        best = d * sumqx;
+      }
+    }
+    scales[ib] = d;
+    if (std::fabs(d) > amax_scale) {
+      amax_scale = std::fabs(d);
+      max_scale = d;
     }
   }
+  if (super_block > kBlock) {
+    const int nb = super_block / kBlock;
+    std::memset(scales_h, 0, (nb + 7) / 8 * sizeof(uint16_t));
+    const float d = -max_scale / 32;
+    *dh = fp32_to_fp16(d);
+    const float id = d ? 1 / d : 0.f;
+    for (int ib = 0; ib < nb; ++ib) {
+      int l = nearest_int(id * scales[ib]);
+      l = std::max(-32, std::min(31, l));
+      const float dl = d * l;
+      const float idl = dl ? 1 / dl : 0.f;
+      for (int j = 0; j < kBlock; ++j)
+        L[ib * kBlock + j] = static_cast<uint8_t>(best_index_iq4(idl * x[ib * kBlock + j]));
+      l += 32;
+      const uint8_t l_l = l & 0xF, l_h = static_cast<uint8_t>(l >> 4);
+      if (ib % 2 == 0)
+        scales_l[ib / 2] = l_l;
+      else
+        scales_l[ib / 2] |= static_cast<uint8_t>(l_l << 4);
+      scales_h[ib / 8] |= static_cast<uint16_t>(l_h << 2 * (ib % 8));
+    }
+  } else {
+    *dh = fp32_to_fp16(scales[0]);
+    const float id = scales[0] ? 1 / scales[0] : 0;
+    for (int j = 0; j < super_block; ++j) L[j] = static_cast<uint8_t>(best_index_iq4(id * x[j]));
+  }
+  for (int i = 0; i < super_block / 32; ++i)
+    for (int j = 0; j < 16; ++j) q4[16 * i + j] = static_cast<uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+}
+
+}  // namespace
+
+void quantize_iq4_nl(const float* src, void* dst, int64_t n) {
+  BlockIQ4_NL* y = blocks<BlockIQ4_NL>(dst);
+  for (int64_t i = 0; i < n / kQK4_NL; ++i)
+    quantize_iq4(src + i * kQK4_NL, kQK4_NL, &y[i].d, y[i].qs, nullptr, nullptr);
+}
+
+void quantize_iq4_xs(const float* src, void* dst, int64_t n) {
+  BlockIQ4_XS* y = blocks<BlockIQ4_XS>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i)
+    quantize_iq4(src + i * kQK_K, kQK_K, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l);
 }
 
 // ================================ K-quants
@@ -749,6 +821,418 @@ void vec_dot_iq4_xs(int64_t n, float* result, const void* vx, const void* vy) {
     }
   }
   *result = sum;
+}
+
+// ================================ K-quant weight quantizers: ggml's quantize_row_q*_K_ref (what llama-quantize
+// runs without an importance matrix), operation for operation so the bytes match.
+
+namespace {
+
+// make_qx_quants with rmse_type 1 and no importance weights (w = x^2): signed levels -nmax..nmax-1, scale
+// refined over 18 trial inverse scales. L gets level + nmax.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  float iscale = -nmax / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  float scale = suml2 ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * x[i]);
+      l = std::max(-nmax, std::min(nmax - 1, l));
+      const float w = x[i] * x[i];
+      sumlx += w * x[i] * l;
+      suml2 += w * l * l;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * x[i]);
+        L[i] = static_cast<int8_t>(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+      }
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// make_q3_quants with do_rmse: levels -nmax..nmax-1 improved one element at a time (up to 5 passes).
+float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  const float iscale = -nmax / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * L[i];
+      if (slx > 0) {
+        float sl2 = suml2 - w * L[i] * L[i];
+        int new_l = nearest_int(x[i] * sl2 / slx);
+        new_l = std::max(-nmax, std::min(nmax - 1, new_l));
+        if (new_l != L[i]) {
+          slx += w * x[i] * new_l;
+          sl2 += w * new_l * new_l;
+          if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<int8_t>(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++n_changed;
+          }
+        }
+      }
+    }
+    if (!n_changed) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// make_qkx2_quants: levels 0..nmax of (x - min) / scale with min <= 0, the scale and min refit by weighted least
+// squares over nstep + 1 trial inverse scales. Returns the scale; *the_min = -min.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, uint8_t* Laux,
+                       float rmin, float rdelta, int nstep, bool use_mad) {
+  float min = x[0], max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    const float w = weights[i];
+    sum_w += w;
+    sum_x += w * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *the_min = -min;
+    return 0.f;
+  }
+  float iscale = nmax / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest_int(iscale * (x[i] - min));
+    L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
+    float diff = scale * L[i] + min - x[i];
+    diff = use_mad ? std::fabs(diff) : diff * diff;
+    best_error += weights[i] * diff;
+  }
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * is + nmax) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * (x[i] - min));
+      l = std::max(0, std::min(nmax, l));
+      Laux[i] = static_cast<uint8_t>(l);
+      const float w = weights[i];
+      sum_l += w * l;
+      sum_l2 += w * l * l;
+      sum_xl += w * l * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0;
+      for (int i = 0; i < n; ++i) {
+        float diff = this_scale * Laux[i] + this_min - x[i];
+        diff = use_mad ? std::fabs(diff) : diff * diff;
+        cur_error += weights[i] * diff;
+      }
+      if (cur_error < best_error) {
+        for (int i = 0; i < n; ++i) L[i] = Laux[i];
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
+
+// 2-bit planes of 128 elements: byte l of each 32 holds elements l, l+32, l+64, l+96.
+void pack_2bit_planes(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < kQK_K; j += 128)
+    for (int l = 0; l < 32; ++l)
+      qs[j / 4 + l] =
+          static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+}
+
+// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins (make_qkx2_quants with the type's search).
+template <typename Block, int kMaxQ>
+void quantize_q45_k(const float* x, void* dst, int64_t n, float rmin, float rdelta, int nstep) {
+  Block* y = blocks<Block>(dst);
+  uint8_t L[kQK_K], Laux[32];
+  float weights[32], mins[kQK_K / 32], scales[kQK_K / 32];
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+      scales[j] =
+          make_qkx2_quants(32, kMaxQ, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, false);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      uint8_t ls = static_cast<uint8_t>(nearest_int(inv_scale * scales[j]));
+      uint8_t lm = static_cast<uint8_t>(nearest_int(inv_min * mins[j]));
+      ls = std::min<uint8_t>(63, ls);
+      lm = std::min<uint8_t>(63, lm);
+      if (j < 4) {
+        y[i].scales[j] = ls;
+        y[i].scales[j + 4] = lm;
+      } else {
+        y[i].scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+        y[i].scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+        y[i].scales[j - 0] |= static_cast<uint8_t>((lm >> 4) << 6);
+      }
+    }
+    y[i].d = fp32_to_fp16(max_scale / 63.f);
+    y[i].dmin = fp32_to_fp16(max_min / 63.f);
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      uint8_t sc, m;
+      get_scale_min_k4(j, y[i].scales, &sc, &m);
+      const float d = h2f(y[i].d) * sc;
+      if (!d) continue;
+      const float dm = h2f(y[i].dmin) * m;
+      for (int ii = 0; ii < 32; ++ii) {
+        const int l = nearest_int((x[32 * j + ii] + dm) / d);
+        L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(kMaxQ, l)));
+      }
+    }
+    if constexpr (kMaxQ == 15) {
+      uint8_t* q = y[i].qs;
+      for (int j = 0; j < kQK_K; j += 64, q += 32)
+        for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+    } else {
+      uint8_t* qh = y[i].qh;
+      uint8_t* ql = y[i].qs;
+      std::memset(qh, 0, kQK_K / 8);
+      uint8_t m1 = 1, m2 = 2;
+      for (int j = 0; j < kQK_K; j += 64, ql += 32) {
+        for (int l = 0; l < 32; ++l) {
+          int l1 = L[j + l], l2 = L[j + l + 32];
+          if (l1 > 15) {
+            l1 -= 16;
+            qh[l] |= m1;
+          }
+          if (l2 > 15) {
+            l2 -= 16;
+            qh[l] |= m2;
+          }
+          ql[l] = static_cast<uint8_t>(l1 | (l2 << 4));
+        }
+        m1 = static_cast<uint8_t>(m1 << 2);
+        m2 = static_cast<uint8_t>(m2 << 2);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_q2_k(const float* x, void* dst, int64_t n) {
+  BlockQ2_K* y = blocks<BlockQ2_K>(dst);
+  uint8_t L[kQK_K], Laux[16];
+  float weights[16], mins[kQK_K / 16], scales[kQK_K / 16];
+  const float q4scale = 15.f;
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+      scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    if (max_scale > 0) {
+      const float iscale = q4scale / max_scale;
+      for (int j = 0; j < kQK_K / 16; ++j) y[i].scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
+      y[i].d = fp32_to_fp16(max_scale / q4scale);
+    } else {
+      for (int j = 0; j < kQK_K / 16; ++j) y[i].scales[j] = 0;
+      y[i].d = fp32_to_fp16(0.f);
+    }
+    if (max_min > 0) {
+      const float iscale = q4scale / max_min;
+      for (int j = 0; j < kQK_K / 16; ++j) y[i].scales[j] |= static_cast<uint8_t>(nearest_int(iscale * mins[j]) << 4);
+      y[i].dmin = fp32_to_fp16(max_min / q4scale);
+    } else {
+      y[i].dmin = fp32_to_fp16(0.f);
+    }
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      const float d = h2f(y[i].d) * (y[i].scales[j] & 0xF);
+      if (!d) continue;
+      const float dm = h2f(y[i].dmin) * (y[i].scales[j] >> 4);
+      for (int ii = 0; ii < 16; ++ii) {
+        const int l = nearest_int((x[16 * j + ii] + dm) / d);
+        L[16 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(3, l)));
+      }
+    }
+    pack_2bit_planes(L, y[i].qs);
+  }
+}
+
+void quantize_q3_k(const float* x, void* dst, int64_t n) {
+  BlockQ3_K* y = blocks<BlockQ3_K>(dst);
+  int8_t L[kQK_K];
+  float scales[kQK_K / 16];
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+      const float scale = std::fabs(scales[j]);
+      if (scale > amax) {
+        amax = scale;
+        max_scale = scales[j];
+      }
+    }
+    std::memset(y[i].scales, 0, 12);
+    if (max_scale) {
+      const float iscale = -32.f / max_scale;
+      for (int j = 0; j < kQK_K / 16; ++j) {
+        int8_t l = static_cast<int8_t>(nearest_int(iscale * scales[j]));
+        l = static_cast<int8_t>(std::max<int>(-32, std::min<int>(31, l)) + 32);
+        if (j < 8)
+          y[i].scales[j] = l & 0xF;
+        else
+          y[i].scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+        l = static_cast<int8_t>(l >> 4);
+        y[i].scales[j % 4 + 8] |= static_cast<uint8_t>(l << (2 * (j / 4)));
+      }
+      y[i].d = fp32_to_fp16(1 / iscale);
+    } else {
+      y[i].d = fp32_to_fp16(0.f);
+    }
+    int8_t sc[16];
+    unpack_q3_k_scales(y[i].scales, sc);
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      const float d = h2f(y[i].d) * sc[j];
+      if (!d) continue;
+      for (int ii = 0; ii < 16; ++ii) {
+        const int l = nearest_int(x[16 * j + ii] / d);
+        L[16 * j + ii] = static_cast<int8_t>(std::max(-4, std::min(3, l)) + 4);
+      }
+    }
+    std::memset(y[i].hmask, 0, kQK_K / 8);
+    // The high bit of element j goes to bit j / 32 of hmask[j % 32].
+    int m = 0;
+    uint8_t hm = 1;
+    for (int j = 0; j < kQK_K; ++j) {
+      if (L[j] > 3) {
+        y[i].hmask[m] |= hm;
+        L[j] = static_cast<int8_t>(L[j] - 4);
+      }
+      if (++m == kQK_K / 8) {
+        m = 0;
+        hm = static_cast<uint8_t>(hm << 1);
+      }
+    }
+    pack_2bit_planes(reinterpret_cast<const uint8_t*>(L), y[i].qs);
+  }
+}
+
+void quantize_q4_k(const float* src, void* dst, int64_t n) {
+  quantize_q45_k<BlockQ4_K, 15>(src, dst, n, -1.f, 0.1f, 20);
+}
+void quantize_q5_k(const float* src, void* dst, int64_t n) {
+  quantize_q45_k<BlockQ5_K, 31>(src, dst, n, -0.5f, 0.1f, 15);
+}
+
+void quantize_q6_k(const float* x, void* dst, int64_t n) {
+  BlockQ6_K* y = blocks<BlockQ6_K>(dst);
+  int8_t L[kQK_K];
+  float scales[kQK_K / 16];
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    float max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < kQK_K / 16; ++ib) {
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+      scales[ib] = scale;
+      if (std::fabs(scale) > max_abs_scale) {
+        max_abs_scale = std::fabs(scale);
+        max_scale = scale;
+      }
+    }
+    if (max_abs_scale < kGroupMaxEps) {
+      std::memset(&y[i], 0, sizeof(y[i]));
+      y[i].d = fp32_to_fp16(0.f);
+      continue;
+    }
+    const float iscale = -128.f / max_scale;
+    y[i].d = fp32_to_fp16(1 / iscale);
+    for (int ib = 0; ib < kQK_K / 16; ++ib)
+      y[i].scales[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      const float d = h2f(y[i].d) * y[i].scales[j];
+      if (!d) continue;
+      for (int ii = 0; ii < 16; ++ii) {
+        const int l = nearest_int(x[16 * j + ii] / d);
+        L[16 * j + ii] = static_cast<int8_t>(std::max(-32, std::min(31, l)) + 32);
+      }
+    }
+    uint8_t* ql = y[i].ql;
+    uint8_t* qh = y[i].qh;
+    for (int j = 0; j < kQK_K; j += 128, ql += 64, qh += 32) {
+      for (int l = 0; l < 32; ++l) {
+        const int q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF, q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+        ql[l] = static_cast<uint8_t>(q1 | (q3 << 4));
+        ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
+        qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                                     ((L[j + l + 96] >> 4) << 6));
+      }
+    }
+  }
 }
 
 }  // namespace tt::ref
