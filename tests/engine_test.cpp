@@ -2,9 +2,8 @@
 // errors, context overflow, sampling reproducibility, thread-count invariance, qwen2 and tied outputs.
 #include "model/engine.h"
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <set>
@@ -182,8 +181,9 @@ TEST(Engine, CorruptMoeFilesAreRefusedClearly) {
       if (name == "blk.1.ffn_up_exps.weight") dims[2] = 3;
     };
     const std::string e = load_error(spec);
-    EXPECT_NE(e.find("blk.1.ffn_up_exps.weight: 3 experts (third dimension of [32, 64, 3]) but llama.expert_count is 4"),
-              std::string::npos)
+    EXPECT_NE(
+        e.find("blk.1.ffn_up_exps.weight: 3 experts (third dimension of [32, 64, 3]) but llama.expert_count is 4"),
+        std::string::npos)
         << e;
   }
   for (uint32_t used : {0u, 5u}) {
@@ -269,8 +269,9 @@ TEST(Engine, MulMatIdReadsExactlyTheChosenExperts) {
         float sum = 0;
         for (int64_t s = 0; s < r.n_used(); ++s) {
           sum += r.weight(t, s);
-          if (s > 0) EXPECT_GE(r.probs->as<const float>()[t * r.probs->ne[0] + r.expert(t, s - 1)],
-                               r.probs->as<const float>()[t * r.probs->ne[0] + r.expert(t, s)]);
+          if (s > 0)
+            EXPECT_GE(r.probs->as<const float>()[t * r.probs->ne[0] + r.expert(t, s - 1)],
+                      r.probs->as<const float>()[t * r.probs->ne[0] + r.expert(t, s)]);
         }
         EXPECT_NEAR(sum, 1.0f, 1e-5f);
         EXPECT_GE(r.margin(t), 0.0f);

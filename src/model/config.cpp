@@ -102,8 +102,6 @@ ModelConfig read_model_config(const GgufFile& f) {
     c.n_head_kv = c.n_head;
     c.notes.push_back(fmt::format("{}attention.head_count_kv absent: using head_count {}", p, c.n_head));
   }
-  if (c.n_head % c.n_head_kv != 0)
-    fail("{}: KV head count {} does not divide the head count {}", f.path(), c.n_head_kv, c.n_head);
   // qwen3's heads are attention.key_length wide whatever the embedding width (Q is n_head x head_dim wide); the
   // other architectures split the embedding into the heads.
   const bool own_head_dim = c.arch == Architecture::QWEN3 || c.arch == Architecture::QWEN3MOE;
@@ -120,6 +118,8 @@ ModelConfig read_model_config(const GgufFile& f) {
              kl, c.head_dim);
     }
   }
+  if (c.n_head % c.n_head_kv != 0)
+    fail("{}: KV head count {} does not divide the head count {}", f.path(), c.n_head_kv, c.n_head);
   if (f.find(p + "attention.value_length")) {
     int32_t vl = required_int(f, p + "attention.value_length");
     if (vl != c.head_dim)

@@ -13,16 +13,22 @@ namespace tt::test {
 std::vector<uint8_t> build_tiny_model(const TinyModelSpec& s) {
   GgufWriter w;
   const std::string a = s.arch;
-  auto keep = [&](const std::string& key) { return std::find(s.omit_keys.begin(), s.omit_keys.end(), key) == s.omit_keys.end(); };
+  auto keep = [&](const std::string& key) {
+    return std::find(s.omit_keys.begin(), s.omit_keys.end(), key) == s.omit_keys.end();
+  };
   w.add_string("general.architecture", a);
   w.add_string("general.name", "tiny-" + a);
   const std::vector<std::pair<std::string, uint32_t>> hp = {
-      {a + ".context_length", s.n_ctx},       {a + ".embedding_length", s.n_embd},
-      {a + ".block_count", s.n_layer},        {a + ".feed_forward_length", s.n_ff},
-      {a + ".attention.head_count", s.n_head}, {a + ".attention.head_count_kv", s.n_head_kv},
+      {a + ".context_length", s.n_ctx},
+      {a + ".embedding_length", s.n_embd},
+      {a + ".block_count", s.n_layer},
+      {a + ".feed_forward_length", s.n_ff},
+      {a + ".attention.head_count", s.n_head},
+      {a + ".attention.head_count_kv", s.n_head_kv},
       {a + ".rope.dimension_count", s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head}};
   std::vector<std::pair<std::string, uint32_t>> keys = hp;
-  if (s.head_dim > 0) keys.insert(keys.end(), {{a + ".attention.key_length", s.head_dim}, {a + ".attention.value_length", s.head_dim}});
+  if (s.head_dim > 0)
+    keys.insert(keys.end(), {{a + ".attention.key_length", s.head_dim}, {a + ".attention.value_length", s.head_dim}});
   if (s.n_expert > 0)
     keys.insert(keys.end(), {{a + ".expert_count", s.n_expert}, {a + ".expert_used_count", s.n_expert_used}});
   for (const auto& [k, v] : keys) {
