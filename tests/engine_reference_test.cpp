@@ -23,6 +23,24 @@ namespace {
 constexpr float kLogitTolerance = 0.05f;
 constexpr float kTieGap = 0.05f;
 
+// The bar of a model: shared/reference/README.md reads it with 0.15 (first-step logits 0.5) for the MoE and qwen3
+// records, made by another llama.cpp build on another CPU kind, which alone moves logits by up to 0.11.
+struct Bar {
+  float top5;     // teacher-forced top-5 logits
+  float tie_gap;  // argmax and free greedy checked where the reference gap is at least this
+  float first;    // first-step logits over the whole vocabulary
+};
+Bar bar_for(const std::string& model) {
+  for (const char* m :
+       {"synth-mixtral-256", "synth-qwen2moe-256", "synth-olmoe-256", "synth-qwen3-256", "synth-qwen3moe-256"})
+    if (model.rfind(std::string(m) + ".", 0) == 0) return {0.15f, 0.15f, 0.5f};
+  return {kLogitTolerance, kTieGap, kLogitTolerance};
+}
+// Routing (MoE records): the same expert set wherever llama.cpp's router margin is at least kRoutingMargin, and
+// weights within kRoutingWeightTolerance.
+constexpr float kRoutingMargin = 0.002f;
+constexpr float kRoutingWeightTolerance = 0.01f;
+
 class EngineReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineReference, MatchesLlamaCpp) {
@@ -30,6 +48,7 @@ TEST_P(EngineReference, MatchesLlamaCpp) {
   const std::string model_name = GetParam();
   auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
   Engine engine(*model, {1024, 2, GgmlType::F16});
+  const Bar bar = bar_for(model_name);
   float worst_first = 0, worst_top5 = 0;
   for (const test::GreedyCase& c : test::load_greedy_cases(model_name)) {
     SCOPED_TRACE("prompt " + std::to_string(c.index) + ": '" + c.prompt + "'");
@@ -43,13 +62,12 @@ TEST_P(EngineReference, MatchesLlamaCpp) {
     int first_bad = -1;
     for (size_t i = 0; i < logits.size(); ++i) {
       float d = std::fabs(logits[i] - c.first_logits[i]);
-      if (d > kLogitTolerance && first_bad < 0) first_bad = static_cast<int>(i);
+      if (d > bar.first && first_bad < 0) first_bad = static_cast<int>(i);
       max_diff = std::max(max_diff, d);
     }
     worst_first = std::max(worst_first, max_diff);
-    EXPECT_LE(max_diff, kLogitTolerance) << "first-step logits: first id over kLogitTolerance " << first_bad
-                                         << ": ours " << logits[first_bad] << " reference "
-                                         << c.first_logits[first_bad];
+    EXPECT_LE(max_diff, bar.first) << "first-step logits: first id over the bar " << first_bad << ": ours "
+                                   << logits[first_bad] << " reference " << c.first_logits[first_bad];
 
     // 2. Teacher forcing over the reference's generated tokens.
     bool tie_seen = false;
@@ -59,15 +77,14 @@ TEST_P(EngineReference, MatchesLlamaCpp) {
       for (const auto& [id, ref] : top) {
         float d = std::fabs(logits[id] - ref);
         worst_top5 = std::max(worst_top5, d);
-        ASSERT_LE(d, kLogitTolerance) << "step " << step << " id " << id << ": ours " << logits[id] << " reference "
-                                      << ref;
+        ASSERT_LE(d, bar.top5) << "step " << step << " id " << id << ": ours " << logits[id] << " reference " << ref;
       }
       const float gap = top[0].second - top[1].second;
-      if (gap >= kTieGap) {
+      if (gap >= bar.tie_gap) {
         ASSERT_EQ(argmax(logits), top[0].first) << "step " << step << ": argmax differs (reference gap " << gap << ")";
       }
       // 3. Until the first near-tie, our greedy choice is the reference's token.
-      if (gap < kTieGap) tie_seen = true;
+      if (gap < bar.tie_gap) tie_seen = true;
       if (!tie_seen && step < c.greedy_tokens.size()) {
         ASSERT_EQ(argmax(logits), c.greedy_tokens[step]) << "greedy diverges at step " << step;
       }
@@ -85,6 +102,7 @@ TEST_P(EngineReference, FreeRunningGreedy) {
   const std::string model_name = GetParam();
   auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
   Engine engine(*model, {1024, 2, GgmlType::F16});
+  const Bar bar = bar_for(model_name);
   for (const test::GreedyCase& c : test::load_greedy_cases(model_name)) {
     SCOPED_TRACE("prompt " + std::to_string(c.index));
     engine.reset();
@@ -94,11 +112,64 @@ TEST_P(EngineReference, FreeRunningGreedy) {
     go.sampling.temperature = 0;
     GenerateResult r = generate(engine, go, nullptr, nullptr);
     for (size_t step = 0; step < c.greedy_tokens.size(); ++step) {
-      if (c.top5[step][0].second - c.top5[step][1].second < kTieGap) break;
+      if (c.top5[step][0].second - c.top5[step][1].second < bar.tie_gap) break;
       ASSERT_LT(step, r.tokens.size());
       ASSERT_EQ(r.tokens[step], c.greedy_tokens[step]) << "first difference at step " << step;
     }
   }
+}
+
+// Teacher-forced routing of MoE models (records with `routing`): at every (step, layer, token) whose reference
+// margin is >= kRoutingMargin, the same set of experts, and each expert's weight within kRoutingWeightTolerance.
+TEST_P(EngineReference, RoutingMatchesLlamaCpp) {
+  TT_REQUIRE_SHARED();
+  const std::string model_name = GetParam();
+  const std::vector<test::GreedyCase> cases = test::load_greedy_cases(model_name);
+  if (cases.empty() || cases.front().routing.empty()) GTEST_SKIP() << model_name << " has no routing records";
+  auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
+  Engine engine(*model, {1024, 2, GgmlType::F16});
+  int checked = 0, near_ties = 0;
+  float worst_weight = 0;
+  for (const test::GreedyCase& c : cases) {
+    SCOPED_TRACE("prompt " + std::to_string(c.index));
+    engine.reset();
+    for (size_t step = 0; step < c.routing.size(); ++step) {
+      if (step == 0)
+        engine.eval(c.prompt_tokens);
+      else
+        engine.eval(std::span<const int32_t>(&c.greedy_tokens[step - 1], 1));
+      const auto& ref_layers = c.routing[step];
+      const std::span<const LayerRouting> ours = engine.routing();
+      ASSERT_EQ(ours.size(), ref_layers.size()) << "step " << step;
+      for (size_t il = 0; il < ours.size(); ++il) {
+        const auto& ref = ref_layers[il];
+        ASSERT_EQ(ours[il].n_tokens(), static_cast<int64_t>(ref.experts.size())) << "step " << step << " layer " << il;
+        for (size_t t = 0; t < ref.experts.size(); ++t) {
+          if (ref.margin[t] < kRoutingMargin) {
+            ++near_ties;
+            continue;
+          }
+          ++checked;
+          std::map<int32_t, float> want, got;
+          for (size_t s = 0; s < ref.experts[t].size(); ++s) want[ref.experts[t][s]] = ref.weights[t][s];
+          for (int64_t s = 0; s < ours[il].n_used(); ++s) got[ours[il].expert(t, s)] = ours[il].weight(t, s);
+          std::string w, g;
+          for (auto [e, _] : want) w += std::to_string(e) + " ";
+          for (auto [e, _] : got) g += std::to_string(e) + " ";
+          ASSERT_EQ(w, g) << "step " << step << " layer " << il << " token " << t << ": experts differ (margin "
+                          << ref.margin[t] << ")";
+          for (auto [e, weight] : want) {
+            worst_weight = std::max(worst_weight, std::fabs(got[e] - weight));
+            ASSERT_NEAR(got[e], weight, kRoutingWeightTolerance)
+                << "step " << step << " layer " << il << " token " << t << " expert " << e;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+  std::printf("%s: routing of %d (step, layer, token) checked, %d near-ties skipped, max |weight diff| %.5f\n",
+              model_name.c_str(), checked, near_ties, worst_weight);
 }
 
 // Diagnostic (disabled by default; run with --gtest_also_run_disabled_tests): per model, the max |diff| of the

@@ -2,9 +2,11 @@
 // errors, context overflow, sampling reproducibility, thread-count invariance, qwen2 and tied outputs.
 #include "model/engine.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -161,6 +163,137 @@ TEST(Engine, HyperparameterChecks) {
     EXPECT_EQ(model->config.n_rot, 8);
     EXPECT_FLOAT_EQ(model->config.rope_base, 10000.0f);
     EXPECT_GE(model->config.notes.size(), 3u);
+  }
+}
+
+// Mixture-of-experts and qwen3 files with one thing wrong: each refused with a message naming the file, the tensor
+// or key, and the problem.
+TEST(Engine, CorruptMoeFilesAreRefusedClearly) {
+  auto moe = [] {
+    test::TinyModelSpec spec;
+    spec.n_expert = 4;
+    spec.n_expert_used = 2;
+    return spec;
+  };
+  {
+    test::TinyModelSpec spec = moe();
+    spec.edit_tensor = [](std::string& name, std::vector<int64_t>& dims, std::vector<float>&) {
+      if (name == "blk.1.ffn_up_exps.weight") dims[2] = 3;
+    };
+    const std::string e = load_error(spec);
+    EXPECT_NE(
+        e.find("blk.1.ffn_up_exps.weight: 3 experts (third dimension of [32, 64, 3]) but llama.expert_count is 4"),
+        std::string::npos)
+        << e;
+  }
+  for (uint32_t used : {0u, 5u}) {
+    test::TinyModelSpec spec = moe();
+    spec.n_expert_used = static_cast<int>(used);
+    const std::string e = load_error(spec);
+    EXPECT_NE(e.find(fmt::format("'llama.expert_used_count' = {} must be between 1 and expert_count 4", used)),
+              std::string::npos)
+        << e;
+  }
+  {
+    test::TinyModelSpec spec = moe();
+    spec.edit_tensor = [](std::string& name, std::vector<int64_t>&, std::vector<float>&) {
+      if (name == "blk.0.ffn_gate_inp.weight") name.clear();
+    };
+    const std::string e = load_error(spec);
+    EXPECT_NE(e.find("required tensor 'blk.0.ffn_gate_inp.weight' (the router of a model with llama.expert_count 4) "
+                     "is missing"),
+              std::string::npos)
+        << e;
+  }
+  {
+    test::TinyModelSpec spec;
+    spec.arch = "qwen3";
+    spec.head_dim = 16;
+    spec.edit_tensor = [](std::string& name, std::vector<int64_t>& dims, std::vector<float>&) {
+      if (name == "blk.0.attn_q.weight") dims[1] = 56;
+    };
+    const std::string e = load_error(spec);
+    EXPECT_NE(e.find("blk.0.attn_q.weight: its 56 outputs are not a whole number of heads of 16 "
+                     "(qwen3.attention.key_length)"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find(".gguf"), std::string::npos) << e;
+  }
+  {
+    test::TinyModelSpec spec;
+    spec.arch = "qwen3moe";
+    spec.head_dim = 16;
+    const std::string e = load_error(spec);
+    EXPECT_NE(e.find("missing required metadata key 'qwen3moe.expert_count'"), std::string::npos) << e;
+  }
+}
+
+test::TinyModelSpec tiny_moe(const std::string& arch) {
+  test::TinyModelSpec spec;
+  spec.arch = arch;
+  spec.n_expert = 8;
+  spec.n_expert_used = 3;
+  if (arch == "qwen3" || arch == "qwen3moe") spec.head_dim = 16;
+  if (arch == "qwen3") spec.n_expert = spec.n_expert_used = 0;
+  return spec;
+}
+
+// Every new architecture loads and generates, with the same tokens on one and two threads.
+TEST(Engine, MoeAndQwen3ModelsGenerate) {
+  for (const char* arch : {"llama", "olmoe", "qwen3", "qwen3moe"}) {
+    TinyModelFile f(tiny_moe(arch));
+    auto model = load_model(f.path());
+    std::vector<int32_t> first;
+    for (int threads : {1, 2}) {
+      Engine engine(*model, {64, threads, GgmlType::F16});
+      GenerateResult r = greedy(engine, {1, 50, 60, 70, 80, 90}, 6);
+      EXPECT_EQ(r.tokens.size(), 6u) << arch;
+      if (threads == 1) first = r.tokens;
+      EXPECT_EQ(r.tokens, first) << arch;
+      EXPECT_EQ(engine.routing().size(), std::string(arch) == "qwen3" ? 0u : 2u) << arch;
+    }
+  }
+}
+
+// MUL_MAT_ID reads exactly the slabs of the experts its ids name (each once, in expert order), found from the
+// file's tensor offsets; the routing view holds llama.cpp's order (probabilities descending) and renormalised
+// weights.
+TEST(Engine, MulMatIdReadsExactlyTheChosenExperts) {
+  TinyModelFile f(tiny_moe("llama"));
+  auto model = load_model(f.path());
+  Engine engine(*model, {64, 2, GgmlType::F16});
+  for (const std::vector<int32_t>& tokens : {std::vector<int32_t>{1, 50, 60, 70, 80}, std::vector<int32_t>{90}}) {
+    engine.eval(tokens);
+    for (const LayerRouting& r : engine.routing()) {
+      for (int64_t t = 0; t < r.n_tokens(); ++t) {
+        float sum = 0;
+        for (int64_t s = 0; s < r.n_used(); ++s) {
+          sum += r.weight(t, s);
+          if (s > 0)
+            EXPECT_GE(r.probs->as<const float>()[t * r.probs->ne[0] + r.expert(t, s - 1)],
+                      r.probs->as<const float>()[t * r.probs->ne[0] + r.expert(t, s)]);
+        }
+        EXPECT_NEAR(sum, 1.0f, 1e-5f);
+        EXPECT_GE(r.margin(t), 0.0f);
+      }
+    }
+    int checked = 0;
+    for (const Node& n : engine.last_step().graph.nodes()) {
+      if (n.op != OpKind::MUL_MAT_ID) continue;
+      const GgufTensorInfo* info = model->file->find_tensor(n.src[0]->name);
+      ASSERT_NE(info, nullptr);
+      const uint64_t slab = info->size_bytes / static_cast<uint64_t>(info->ne[2]);
+      std::set<int32_t> chosen;
+      for (int64_t i = 0; i < n.src[2]->n_elements(); ++i) chosen.insert(n.src[2]->as<const int32_t>()[i]);
+      std::vector<std::pair<uint64_t, uint64_t>> want, got;
+      for (int32_t e : chosen) want.emplace_back(info->offset + e * slab, slab);
+      for (const ByteRange& br : n.reads)
+        if (br.input == 0) got.emplace_back(br.offset, br.length);
+      EXPECT_EQ(got, want) << n.out->name;
+      EXPECT_LT(chosen.size(), 8u) << n.out->name;  // never the whole tensor here
+      ++checked;
+    }
+    EXPECT_EQ(checked, 2 * 3);
   }
 }
 

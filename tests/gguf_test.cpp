@@ -50,7 +50,7 @@ TEST(GgufReader, BundledModelsOpen) {
 
 TEST(GgufReader, MemoryMapsMatchReference) {
   TT_REQUIRE_SHARED();
-  int checked = 0;
+  int checked = 0, expert_tensors = 0;
   for (const auto& entry : std::filesystem::directory_iterator(test::shared_path("reference/memory-map"))) {
     std::string model = entry.path().stem().string();
     SCOPED_TRACE(model);
@@ -70,11 +70,26 @@ TEST(GgufReader, MemoryMapsMatchReference) {
       EXPECT_EQ(o["offset_start"], r["offset_start"]) << r["name"];
       EXPECT_EQ(o["offset_end"], r["offset_end"]) << r["name"];
       EXPECT_EQ(o["size_bytes"], r["size_bytes"]) << r["name"];
+      // 3-D expert tensors: one contiguous slab per expert, tiling the tensor's bytes.
+      const bool exps = o["component"].get<std::string>().ends_with("_exps");
+      EXPECT_EQ(o.contains("experts"), exps && r["shape"].size() == 3) << r["name"];
+      if (o.contains("experts")) {
+        const auto& x = o["experts"];
+        const uint64_t start = r["offset_start"], n = r["shape"][2], slab = r["size_bytes"].get<uint64_t>() / n;
+        ASSERT_EQ(x["count"], n) << r["name"];
+        EXPECT_EQ(x["bytes_per_expert"], slab) << r["name"];
+        ASSERT_EQ(x["ranges"].size(), n) << r["name"];
+        for (uint64_t e = 0; e < n; ++e)
+          EXPECT_EQ(x["ranges"][e], nlohmann::json({start + e * slab, start + (e + 1) * slab})) << r["name"];
+        EXPECT_EQ(x["ranges"][n - 1][1], r["offset_end"]) << r["name"];
+        ++expert_tensors;
+      }
     }
     check_invariants(ours);
     ++checked;
   }
   EXPECT_GE(checked, 20);
+  EXPECT_EQ(expert_tensors, 4 * 4 * 3);  // four MoE models, 4 layers of gate/up/down experts
 }
 
 TEST(GgufReader, TensorRoles) {
@@ -90,6 +105,9 @@ TEST(GgufReader, TensorRoles) {
   EXPECT_EQ(tensor_role("blk.2.ffn_down.weight").category, "ffn");
   EXPECT_EQ(tensor_role("output_norm.weight").category, "norm");
   EXPECT_EQ(tensor_role("output.weight").category, "output");
+  EXPECT_EQ(tensor_role("blk.1.ffn_gate_inp.weight").component, "router");
+  EXPECT_EQ(tensor_role("blk.1.ffn_down_exps.weight").component, "down_exps");
+  EXPECT_EQ(tensor_role("blk.1.ffn_up_shexp.weight").category, "ffn");
 }
 
 }  // namespace

@@ -81,6 +81,18 @@ void print_human(const GgufFile& f, bool all_kv) {
     fmt::print("  {:<32} {:<7} {:<20} {:>12} {:>12} {:>12} {:>5}\n", t.name, type_name(t.type), shape_string(t),
                t.offset, t.offset_end(), t.size_bytes, role.layer ? std::to_string(*role.layer) : "-");
   }
+
+  bool experts_header = false;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    const std::optional<ExpertSlabs> x = expert_slabs(t);
+    if (!x) continue;
+    if (!experts_header) fmt::print("\nexperts (expert e: [start + e x bytes, start + (e+1) x bytes))\n");
+    experts_header = true;
+    fmt::print("  {:<32} {:>4} experts x {:>10} bytes:", t.name, x->count, x->bytes_per_expert);
+    for (int64_t e = 0; e < x->count; ++e)
+      fmt::print(" {}:[{}, {})", e, x->begin(e), x->begin(e) + x->bytes_per_expert);
+    fmt::print("\n");
+  }
 }
 
 RegisterCommand reg("inspect", "Show a GGUF file's layout, metadata and tensor memory map", 10, [](CLI::App& cmd) {

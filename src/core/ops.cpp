@@ -28,6 +28,22 @@ const char* op_name(OpKind op) {
       return "VIEW";
     case OpKind::PERMUTE:
       return "PERMUTE";
+    case OpKind::SOFT_MAX:
+      return "SOFT_MAX";
+    case OpKind::SIGMOID:
+      return "SIGMOID";
+    case OpKind::TOP_K:
+      return "TOP_K";
+    case OpKind::SUM_ROWS:
+      return "SUM_ROWS";
+    case OpKind::CLAMP:
+      return "CLAMP";
+    case OpKind::DIV:
+      return "DIV";
+    case OpKind::SCALE:
+      return "SCALE";
+    case OpKind::MUL_MAT_ID:
+      return "MUL_MAT_ID";
     case OpKind::kCount:
       break;
   }

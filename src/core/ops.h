@@ -8,9 +8,9 @@ namespace tt {
 
 // The fixed, documented list of op kinds (docs/trace-format.md). Names follow ggml's.
 enum class OpKind : uint8_t {
-  GET_ROWS,        // rows of a table (embedding lookup, selecting the last token)
+  GET_ROWS,        // rows of a table (embedding lookup, selecting the last token; per token, the rows an op chose)
   RMS_NORM,        // x / sqrt(mean(x^2) + eps)
-  MUL,             // elementwise, second operand broadcast over rows (norm weights)
+  MUL,             // elementwise, second operand broadcast over rows (norm weights) or, one value a row, along it
   ADD,             // elementwise, second operand broadcast over rows (residuals, biases)
   MUL_MAT,         // out[t][r] = dot(W row r, x row t)
   ROPE,            // rotary position embedding
@@ -20,6 +20,15 @@ enum class OpKind : uint8_t {
   RESHAPE,         // views: no computation, recorded so the op sequence matches llama.cpp's
   VIEW,
   PERMUTE,
+  // Mixture of experts (llama.cpp's build_moe_ffn).
+  SOFT_MAX,    // per row: exp(x - max) / sum (router probabilities)
+  SIGMOID,     // 1 / (1 + exp(-x)) (sigmoid gating, the shared expert's gate)
+  TOP_K,       // per row: indices of the k largest values, largest first (ggml_argsort_top_k), I32 output
+  SUM_ROWS,    // per row: the sum of its values
+  CLAMP,       // min(max(x, lo), hi)
+  DIV,         // elementwise a / b, b broadcast as for MUL
+  SCALE,       // x * s
+  MUL_MAT_ID,  // per token and slot: dot products with the weight slab of the expert the ids name
   kCount,
 };
 const char* op_name(OpKind op);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "exec/thread_pool.h"
+#include "graph/builder.h"
 #include "graph/kernels.h"
 
 namespace tt {
@@ -36,8 +37,8 @@ void Executor::plan(const Graph& g) {
   thread_scratch_.reserve(thread_scratch_stride_ * static_cast<size_t>(pool_.size()));
 }
 
-void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
-  const std::vector<Node>& nodes = g.nodes();
+void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
+  std::vector<Node>& nodes = g.nodes();
   const int nth = pool_.size();
 #if !TT_TRACE_HOOKS
   observer = nullptr;
@@ -64,7 +65,7 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
     [[maybe_unused]] uint64_t last_tick = 0;
     bool tick_fresh = false;
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
-      const Node& n = nodes[i];
+      Node& n = nodes[i];
       if (op_is_view(n.op)) {
 #if TT_TRACE_HOOKS
         if (spans && ith == 0) {
@@ -75,6 +76,9 @@ void Executor::run(const Graph& g, uint8_t* scratch, ExecObserver* observer) {
         continue;
       }
       const bool split = plan_[i] & kSplit, barrier_after = plan_[i] & kBarrierAfter;
+      // Its inputs are complete here (a barrier follows every node another thread may read next); the other
+      // threads' kernels do not read `reads`, and a split node's observer hooks come after this.
+      if (ith == 0 && has_routed_reads(n)) resolve_routed_reads(n);
       const bool input_converted = scratch_user && shares_converted_input(*scratch_user, n);
       if (scratch_bytes(n) > 0) scratch_user = &n;  // on every thread, whether it runs the node or not
       if (!split && ith != 0) {

@@ -58,8 +58,9 @@ class Executor {
   // Nodes whose node_work() is below min_parallel_work run on thread 0 alone (0: every node is split).
   explicit Executor(ThreadPool& pool, uint64_t min_parallel_work = kMinParallelWork)
       : pool_(pool), barrier_(pool), min_parallel_work_(min_parallel_work) {}
-  // scratch must hold max scratch_bytes over the graph's nodes.
-  void run(const Graph& g, uint8_t* scratch, ExecObserver* observer);
+  // scratch must hold max scratch_bytes over the graph's nodes. Nodes whose reads depend on the step's values
+  // (has_routed_reads) get them set (resolve_routed_reads) by thread 0 before the node starts.
+  void run(Graph& g, uint8_t* scratch, ExecObserver* observer);
   // The threads' work memory (ComputeContext::thread_scratch) as sized by the last run.
   size_t thread_memory_bytes() const { return thread_scratch_.size(); }
 

@@ -32,6 +32,14 @@ constexpr ComponentRule kRules[] = {
     {"ffn_gate", "ffn", "gate"},
     {"ffn_up", "ffn", "up"},
     {"ffn_down", "ffn", "down"},
+    {"ffn_gate_inp", "ffn", "router"},
+    {"ffn_gate_exps", "ffn", "gate_exps"},
+    {"ffn_up_exps", "ffn", "up_exps"},
+    {"ffn_down_exps", "ffn", "down_exps"},
+    {"ffn_gate_inp_shexp", "ffn", "shexp_gate_inp"},
+    {"ffn_gate_shexp", "ffn", "gate_shexp"},
+    {"ffn_up_shexp", "ffn", "up_shexp"},
+    {"ffn_down_shexp", "ffn", "down_shexp"},
     {"post_attention_norm", "norm", "norm"},
     {"post_ffw_norm", "norm", "norm"},
 };
@@ -72,6 +80,11 @@ TensorRole tensor_role(std::string_view name) {
   return role;
 }
 
+std::optional<ExpertSlabs> expert_slabs(const GgufTensorInfo& t) {
+  if (t.ne[2] <= 1 || t.ne[3] != 1 || !tensor_role(t.name).component.ends_with("_exps")) return std::nullopt;
+  return ExpertSlabs{t.ne[2], t.size_bytes / static_cast<uint64_t>(t.ne[2]), t.offset};
+}
+
 nlohmann::json memory_map_json(const GgufFile& file) {
   using nlohmann::json;
   json tensors = json::array();
@@ -88,6 +101,11 @@ nlohmann::json memory_map_json(const GgufFile& file) {
         {"category", role.category},
         {"component", role.component},
     });
+    if (std::optional<ExpertSlabs> x = expert_slabs(t)) {
+      json ranges = json::array();
+      for (int64_t e = 0; e < x->count; ++e) ranges.push_back({x->begin(e), x->begin(e) + x->bytes_per_expert});
+      tensors.back()["experts"] = {{"count", x->count}, {"bytes_per_expert", x->bytes_per_expert}, {"ranges", ranges}};
+    }
   }
   std::string name = file.get_string("general.name").value_or("");
   return {

@@ -41,8 +41,10 @@ Tensor* GraphBuilder::rms_norm(const Tensor* x, float eps, const std::string& na
   return out;
 }
 
+// b broadcast over a's rows (b has a's row length and divides its rows), or one value of b per row of a.
 static void check_broadcast(const char* op, const Tensor* a, const Tensor* b, const std::string& name) {
-  if (a->ne[0] != b->ne[0] || a->n_rows() % b->n_rows() != 0)
+  const bool per_row = b->ne[0] == 1 && b->n_rows() == a->n_rows();
+  if (!per_row && (a->ne[0] != b->ne[0] || a->n_rows() % b->n_rows() != 0))
     fail("{} '{}': cannot broadcast '{}' {} over '{}' {}", op, name, b->name, shape_string(*b), a->name,
          shape_string(*a));
 }
@@ -121,6 +123,80 @@ Tensor* GraphBuilder::flash_attn(const Tensor* q, const Tensor* k, const Tensor*
   return out;
 }
 
+Tensor* GraphBuilder::soft_max(const Tensor* x, const std::string& name) {
+  Tensor* out = g_.new_tensor(name, GgmlType::F32, {x->ne[0], x->ne[1], x->ne[2], x->ne[3]}, layer_);
+  g_.add_node(OpKind::SOFT_MAX, out, {x}, layer_);
+  return out;
+}
+
+Tensor* GraphBuilder::sigmoid(const Tensor* x, const std::string& name) {
+  Tensor* out = g_.new_tensor(name, GgmlType::F32, {x->ne[0], x->ne[1], x->ne[2], x->ne[3]}, layer_);
+  g_.add_node(OpKind::SIGMOID, out, {x}, layer_);
+  return out;
+}
+
+Tensor* GraphBuilder::top_k(const Tensor* x, int32_t k, const std::string& name) {
+  if (k <= 0 || k > x->ne[0]) fail("TOP_K '{}': {} of rows of {} values", name, k, x->ne[0]);
+  Tensor* out = g_.new_tensor(name, GgmlType::I32, {k, x->ne[1], x->ne[2], x->ne[3]}, layer_);
+  g_.add_node(OpKind::TOP_K, out, {x}, layer_).params.k = k;
+  return out;
+}
+
+Tensor* GraphBuilder::get_rows_per_token(const Tensor* x, const Tensor* ids, const std::string& name) {
+  if (ids->type != GgmlType::I32 || ids->n_rows() != x->n_rows())
+    fail("GET_ROWS '{}': ids '{}' {} do not select from the {} rows of '{}'", name, ids->name, shape_string(*ids),
+         x->n_rows(), x->name);
+  Tensor* out = g_.new_tensor(name, GgmlType::F32, {1, ids->ne[0], ids->n_rows()}, layer_);
+  g_.add_node(OpKind::GET_ROWS, out, {x, ids}, layer_);  // params.rows empty: the ids are src[1]'s
+  return out;
+}
+
+Tensor* GraphBuilder::sum_rows(const Tensor* x, const std::string& name) {
+  Tensor* out = g_.new_tensor(name, GgmlType::F32, {1, x->ne[1], x->ne[2], x->ne[3]}, layer_);
+  g_.add_node(OpKind::SUM_ROWS, out, {x}, layer_);
+  return out;
+}
+
+Tensor* GraphBuilder::clamp(const Tensor* x, float lo, float hi, const std::string& name) {
+  Tensor* out = g_.new_tensor(name, GgmlType::F32, {x->ne[0], x->ne[1], x->ne[2], x->ne[3]}, layer_);
+  Node& n = g_.add_node(OpKind::CLAMP, out, {x}, layer_);
+  n.params.lo = lo;
+  n.params.hi = hi;
+  return out;
+}
+
+Tensor* GraphBuilder::div(const Tensor* a, const Tensor* b, const std::string& name) {
+  check_broadcast("DIV", a, b, name);
+  Tensor* out = g_.new_tensor(name, GgmlType::F32, {a->ne[0], a->ne[1], a->ne[2], a->ne[3]}, layer_);
+  g_.add_node(OpKind::DIV, out, {a, b}, layer_);
+  return out;
+}
+
+Tensor* GraphBuilder::scale(const Tensor* x, float s, const std::string& name) {
+  Tensor* out = g_.new_tensor(name, GgmlType::F32, {x->ne[0], x->ne[1], x->ne[2], x->ne[3]}, layer_);
+  g_.add_node(OpKind::SCALE, out, {x}, layer_).params.scale = s;
+  return out;
+}
+
+Tensor* GraphBuilder::mul_mat_id(const Tensor* w, const Tensor* x, const Tensor* ids, const std::string& name) {
+  const int64_t k = ids->ne[0], n_tokens = ids->n_rows();
+  if (w->ne[0] != x->ne[0] || w->ne[3] != 1)
+    fail("MUL_MAT_ID '{}': experts '{}' {} do not take rows of '{}' {}", name, w->name, shape_string(*w), x->name,
+         shape_string(*x));
+  if (ids->type != GgmlType::I32 || x->ne[2] != n_tokens || (x->ne[1] != 1 && x->ne[1] != k) || x->ne[3] != 1)
+    fail("MUL_MAT_ID '{}': ids '{}' {} do not match the input '{}' {}", name, ids->name, shape_string(*ids), x->name,
+         shape_string(*x));
+  Tensor* out = g_.new_tensor(name, GgmlType::F32, {w->ne[1], k, n_tokens}, layer_);
+  g_.add_node(OpKind::MUL_MAT_ID, out, {w, x, ids}, layer_);
+  return out;
+}
+
+Tensor* GraphBuilder::add_slots(const Tensor* x, const std::string& name) {
+  Tensor* out = g_.new_tensor(name, GgmlType::F32, {x->ne[0], x->ne[2]}, layer_);
+  g_.add_node(OpKind::ADD, out, {x}, layer_);
+  return out;
+}
+
 Tensor* GraphBuilder::view_node(OpKind op, const Tensor* x, std::initializer_list<int64_t> ne,
                                 const std::string& name) {
   Tensor* out = g_.new_tensor(name, x->type, ne, layer_, x->pool);
@@ -181,7 +257,7 @@ void resolve_node_ranges(const Graph& g, Node& n, uint64_t file_size) {
   if (op_is_view(n.op)) return;
   for (size_t i = 0; i < n.src.size(); ++i) {
     const Tensor& t = *n.src[i];
-    if (n.op == OpKind::GET_ROWS && i == 0) {
+    if (n.op == OpKind::GET_ROWS && i == 0 && !n.params.rows.empty()) {
       // Only the rows looked up: consecutive rows merge into one range.
       const uint64_t rs = t.row_size();
       for (int32_t row : n.params.rows) {
@@ -196,6 +272,7 @@ void resolve_node_ranges(const Graph& g, Node& n, uint64_t file_size) {
       }
       continue;
     }
+    if (n.op == OpKind::MUL_MAT_ID && i == 0) continue;  // the experts chosen: resolve_routed_reads
     ByteRange r = whole(static_cast<int>(i), t);
     if (n.op == OpKind::FLASH_ATTN_EXT && i > 0) {
       // The cache rows attended: positions [0, n_kv).
@@ -220,6 +297,37 @@ void resolve_node_ranges(const Graph& g, Node& n, uint64_t file_size) {
 }
 
 }  // namespace
+
+bool has_routed_reads(const Node& n) { return n.op == OpKind::MUL_MAT_ID; }
+
+void resolve_routed_reads(Node& n) {
+  const Tensor& w = *n.src[0];
+  const Tensor& ids = *n.src[2];
+  const int64_t n_expert = w.ne[2];
+  // Which experts any token chose (ascending: the order the kernel goes through them).
+  std::vector<bool> chosen(static_cast<size_t>(n_expert), false);
+  const int32_t* id = ids.as<const int32_t>();
+  for (int64_t i = 0; i < ids.n_elements(); ++i) {
+    if (id[i] < 0 || id[i] >= n_expert)
+      fail("MUL_MAT_ID '{}': expert id {} is outside '{}' ({} experts)", n.out->name, id[i], w.name, n_expert);
+    chosen[static_cast<size_t>(id[i])] = true;
+  }
+  std::vector<ByteRange> reads;
+  const uint64_t slab = w.row_size() * static_cast<uint64_t>(w.ne[1]);
+  for (int64_t e = 0; e < n_expert; ++e) {
+    if (!chosen[static_cast<size_t>(e)]) continue;
+    ByteRange r = whole(0, w);
+    r.offset += static_cast<uint64_t>(e) * slab;
+    r.length = slab;
+    const Tensor& s = w.storage();
+    TT_CHECK(r.offset + r.length <= s.offset + s.n_bytes(), "MUL_MAT_ID '{}': expert {} beyond '{}'", n.out->name, e,
+             w.name);
+    reads.push_back(r);
+  }
+  for (const ByteRange& r : n.reads)
+    if (r.input != 0) reads.push_back(r);
+  n.reads = std::move(reads);
+}
 
 void resolve_ranges(Graph& g, uint64_t file_size) {
   for (Node& n : g.nodes()) resolve_node_ranges(g, n, file_size);

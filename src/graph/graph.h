@@ -33,12 +33,14 @@ struct RopeParams {
 };
 
 struct OpParams {
-  float eps = 0.0f;           // RMS_NORM
-  RopeParams rope;            // ROPE
-  int32_t pos0 = 0;           // ROPE, SET_ROWS, FLASH_ATTN_EXT: position of the first token of the step
-  int32_t n_kv = 0;           // FLASH_ATTN_EXT: positions [0, n_kv) of the cache are attended (causal within)
-  float scale = 1.0f;         // FLASH_ATTN_EXT
-  std::vector<int32_t> rows;  // GET_ROWS: row ids (known when the graph is built)
+  float eps = 0.0f;            // RMS_NORM
+  RopeParams rope;             // ROPE
+  int32_t pos0 = 0;            // ROPE, SET_ROWS, FLASH_ATTN_EXT: position of the first token of the step
+  int32_t n_kv = 0;            // FLASH_ATTN_EXT: positions [0, n_kv) of the cache are attended (causal within)
+  float scale = 1.0f;          // FLASH_ATTN_EXT
+  std::vector<int32_t> rows;   // GET_ROWS: row ids (known when the graph is built); empty: per token, src[1]'s ids
+  int32_t k = 0;               // TOP_K: values kept per row
+  float lo = 0.0f, hi = 0.0f;  // CLAMP
 };
 
 struct Node {
@@ -47,9 +49,12 @@ struct Node {
   std::vector<const Tensor*> src;
   int layer = -1;
   OpParams params;
-  std::vector<ByteRange> reads;  // exact bytes read, per input
-  ByteRange write;               // bytes written (for SET_ROWS: the cache rows)
-  std::vector<OpKind> fused;     // ops a fused kernel performs besides `op` (empty when not fused)
+  // Exact bytes read, per input. MUL_MAT_ID's weight ranges depend on the ids it is given, computed in the same
+  // step: they are filled in by resolve_routed_reads (src/graph/builder.h) once the ids are known, just before
+  // the node runs (the executor calls it), so an observer sees them from on_node_begin on.
+  std::vector<ByteRange> reads;
+  ByteRange write;            // bytes written (for SET_ROWS: the cache rows)
+  std::vector<OpKind> fused;  // ops a fused kernel performs besides `op` (empty when not fused)
 };
 
 // Sizes of runtime buffers, so every range is checked against its buffer when the graph is built.

@@ -67,19 +67,111 @@ void rms_norm(const Node& n, const ComputeContext& ctx) {
   }
 }
 
-// out = a (op) b, b broadcast over a's rows when it has fewer.
+// out = a (op) b, b broadcast over a's rows when it has fewer, or one value of b per row of a.
 template <typename Op>
 void binary(const Node& n, const ComputeContext& ctx, Op op) {
   const Tensor& a = *n.src[0];
   const Tensor& b = *n.src[1];
   const int64_t ne0 = a.ne[0];
   const int64_t b_rows = b.n_rows();
+  const bool per_row = b.ne[0] == 1 && ne0 != 1;
   Range r = split(a.n_rows(), ctx.ith, ctx.nth);
   for (int64_t i = r.begin; i < r.end; ++i) {
     const float* pa = row_f32(a, i);
     const float* pb = row_f32(b, i % b_rows);
     float* out = row_f32_mut(*n.out, i);
-    for (int64_t j = 0; j < ne0; ++j) out[j] = op(pa[j], pb[j]);
+    if (per_row)
+      for (int64_t j = 0; j < ne0; ++j) out[j] = op(pa[j], pb[0]);
+    else
+      for (int64_t j = 0; j < ne0; ++j) out[j] = op(pa[j], pb[j]);
+  }
+}
+
+// out = f(x) elementwise.
+template <typename F>
+void unary(const Node& n, const ComputeContext& ctx, F f) {
+  const Tensor& x = *n.src[0];
+  Range r = split(x.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t i = r.begin; i < r.end; ++i) {
+    const float* in = row_f32(x, i);
+    float* out = row_f32_mut(*n.out, i);
+    for (int64_t j = 0; j < x.ne[0]; ++j) out[j] = f(in[j]);
+  }
+}
+
+// ggml_compute_forward_soft_max_f32 without mask or scale: exp(x - max) summed in double, then scaled by 1 / sum.
+void soft_max(const Node& n, const ComputeContext& ctx) {
+  const Tensor& x = *n.src[0];
+  const int64_t ne0 = x.ne[0];
+  Range r = split(x.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t i = r.begin; i < r.end; ++i) {
+    const float* in = row_f32(x, i);
+    float* out = row_f32_mut(*n.out, i);
+    float max = -INFINITY;
+    for (int64_t j = 0; j < ne0; ++j) max = std::max(max, in[j]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < ne0; ++j) {
+      out[j] = std::exp(in[j] - max);
+      sum += static_cast<double>(out[j]);
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < ne0; ++j) out[j] *= inv;
+  }
+}
+
+// Per row: indices of the k largest values, largest first; equal values keep index order (a stable sort).
+void top_k(const Node& n, const ComputeContext& ctx) {
+  const Tensor& x = *n.src[0];
+  const int64_t ne0 = x.ne[0], k = n.params.k;
+  int32_t* order = reinterpret_cast<int32_t*>(ctx.thread_scratch);  // [ne0]
+  Range r = split(x.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t i = r.begin; i < r.end; ++i) {
+    const float* in = row_f32(x, i);
+    for (int64_t j = 0; j < ne0; ++j) order[j] = static_cast<int32_t>(j);
+    std::stable_sort(order, order + ne0, [&](int32_t a, int32_t b) { return in[a] > in[b]; });
+    std::copy(order, order + k, n.out->as<int32_t>() + i * k);
+  }
+}
+
+// GET_ROWS with the ids of another op: out[s, t] = x[ids[s, t], t].
+void get_rows_per_token(const Node& n, const ComputeContext& ctx) {
+  const Tensor& x = *n.src[0];
+  const Tensor& ids = *n.src[1];
+  const int64_t k = ids.ne[0];
+  Range r = split(ids.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t t = r.begin; t < r.end; ++t) {
+    const int32_t* id = ids.as<const int32_t>() + t * k;
+    for (int64_t s = 0; s < k; ++s) {
+      TT_CHECK(id[s] >= 0 && id[s] < x.ne[0], "GET_ROWS '{}': id {} outside {}", n.out->name, id[s], x.ne[0]);
+      n.out->as<float>()[t * k + s] = row_f32(x, t)[id[s]];
+    }
+  }
+}
+
+// ggml_vec_sum_f32: summed in double.
+void sum_rows(const Node& n, const ComputeContext& ctx) {
+  const Tensor& x = *n.src[0];
+  Range r = split(x.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t i = r.begin; i < r.end; ++i) {
+    const float* in = row_f32(x, i);
+    double sum = 0.0;
+    for (int64_t j = 0; j < x.ne[0]; ++j) sum += static_cast<double>(in[j]);
+    n.out->as<float>()[i] = static_cast<float>(sum);
+  }
+}
+
+// ADD with one input [n, k, n_tokens]: the slots added in order, as llama.cpp's chain of ADDs.
+void add_slots(const Node& n, const ComputeContext& ctx) {
+  const Tensor& x = *n.src[0];
+  const int64_t ne0 = x.ne[0], k = x.ne[1];
+  Range r = split(x.ne[2], ctx.ith, ctx.nth);
+  for (int64_t t = r.begin; t < r.end; ++t) {
+    float* out = row_f32_mut(*n.out, t);
+    std::copy(row_f32(x, t * k), row_f32(x, t * k) + ne0, out);
+    for (int64_t s = 1; s < k; ++s) {
+      const float* in = row_f32(x, t * k + s);
+      for (int64_t j = 0; j < ne0; ++j) out[j] += in[j];
+    }
   }
 }
 
@@ -145,6 +237,74 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
           t = run_end;
         }
       }
+    }
+  });
+}
+
+// The dot product MUL_MAT_ID uses for a weight: llama.cpp multiplies repacked expert weights (see BatchedKernels)
+// one token at a time, with the kernel a lone token gets.
+VecDotFn mul_mat_id_dot(const QuantKernels& k, const Tensor& w) {
+  const BatchedKernels* batched = find_batched(w.type, w.ne[0], w.ne[1]);
+  return batched ? batched->single : k.vec_dot;
+}
+
+// Which (token, slot) pairs chose each expert, grouped by expert (as ggml's mul_mat_id): start[n_expert + 1]
+// (prefix offsets), then the pairs t * k + s in token order, then n_expert running positions. In thread_scratch
+// (mul_mat_id_scratch_ints).
+struct ExpertGroups {
+  const int32_t* start;  // [n_expert + 1]
+  const int32_t* pairs;  // [k * n_tokens]
+};
+ExpertGroups group_by_expert(const Tensor& ids, int64_t n_expert, int32_t* mem) {
+  const int64_t n = ids.n_elements();
+  const int32_t* id = ids.as<const int32_t>();
+  int32_t* start = mem;
+  int32_t* pairs = mem + n_expert + 1;
+  std::fill(start, start + n_expert + 1, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    TT_CHECK(id[i] >= 0 && id[i] < n_expert, "MUL_MAT_ID: expert id {} of {}", id[i], n_expert);
+    ++start[id[i] + 1];
+  }
+  for (int64_t e = 0; e < n_expert; ++e) start[e + 1] += start[e];
+  int32_t* fill = pairs + n;  // running positions
+  std::copy(start, start + n_expert, fill);
+  for (int64_t i = 0; i < n; ++i) pairs[fill[id[i]]++] = static_cast<int32_t>(i);
+  return {start, pairs};
+}
+
+// out[:, s, t] = W_e x[:, s % x_slots, t] with e = ids[s, t]. Activations are converted once (shared scratch);
+// then units of (expert, 16-row tile) go to threads, each tile meeting every token that chose the expert, so an
+// expert's weights are read once per batch and experts no token chose not at all.
+void mul_mat_id(const Node& n, const ComputeContext& ctx) {
+  const Tensor& w = *n.src[0];
+  const Tensor& x = *n.src[1];
+  const Tensor& ids = *n.src[2];
+  const QuantKernels* k = find_kernels(w.type);
+  TT_CHECK(k != nullptr, "MUL_MAT_ID with {} weight '{}'", type_name(w.type), w.name);
+  const int64_t K = w.ne[0], N = w.ne[1], n_expert = w.ne[2], slots = ids.ne[0], x_slots = x.ne[1];
+  const uint8_t* y = x.data;
+  uint64_t y_row = x.row_size();
+  if (k->vec_dot_type != GgmlType::F32) {
+    y_row = row_bytes(k->vec_dot_type, K);
+    Range r = split(x.n_rows(), ctx.ith, ctx.nth);
+    for (int64_t t = r.begin; t < r.end; ++t)
+      quantize_activations(k->vec_dot_type, row_f32(x, t), ctx.scratch + t * y_row, K);
+    ctx.barrier();
+    y = ctx.scratch;
+  }
+  const ExpertGroups groups = group_by_expert(ids, n_expert, reinterpret_cast<int32_t*>(ctx.thread_scratch));
+  const VecDotFn dot = mul_mat_id_dot(*k, w);
+  const uint64_t w_row = w.row_size(), slab = w_row * static_cast<uint64_t>(N);
+  constexpr int64_t kRowTile = 16;
+  const int64_t tiles = (N + kRowTile - 1) / kRowTile;
+  float* dst = n.out->as<float>();
+  for_each_chunk(ctx, n_expert * tiles, [&](int64_t unit) {
+    const int64_t e = unit / tiles, r0 = unit % tiles * kRowTile, r1 = std::min(N, r0 + kRowTile);
+    const uint8_t* we = w.data + static_cast<uint64_t>(e) * slab + r0 * w_row;
+    for (int32_t p = groups.start[e]; p < groups.start[e + 1]; ++p) {
+      const int64_t pair = groups.pairs[p], t = pair / slots, s = pair % slots;
+      const uint8_t* yr = y + (t * x_slots + s % x_slots) * y_row;
+      dot_tile(dot, K, r1 - r0, 1, we, w_row, yr, y_row, dst + pair * N + r0, N);
     }
   });
 }
@@ -295,7 +455,7 @@ void ComputeContext::barrier() const {
 int64_t ComputeContext::next_chunk() const { return chunk_counter->fetch_add(1, std::memory_order_relaxed); }
 
 size_t scratch_bytes(const Node& node) {
-  if (node.op != OpKind::MUL_MAT) return 0;
+  if (node.op != OpKind::MUL_MAT && node.op != OpKind::MUL_MAT_ID) return 0;
   return converted_row_bytes(node) * node.src[1]->n_rows();
 }
 
@@ -303,6 +463,10 @@ size_t thread_scratch_bytes(const Node& node) {
   switch (node.op) {
     case OpKind::ROPE:
       return static_cast<size_t>(node.params.rope.n_dims) * sizeof(float);
+    case OpKind::TOP_K:
+      return static_cast<size_t>(node.src[0]->ne[0]) * sizeof(int32_t);
+    case OpKind::MUL_MAT_ID:  // group_by_expert: offsets, pairs and running positions
+      return static_cast<size_t>(2 * node.src[0]->ne[2] + 1 + node.src[2]->n_elements()) * sizeof(int32_t);
     case OpKind::FLASH_ATTN_EXT: {
       const int64_t head_dim = node.src[0]->storage().ne[0];
       if (node.src[1]->storage().type != GgmlType::F16) return static_cast<size_t>(head_dim) * sizeof(float);
@@ -326,6 +490,11 @@ uint64_t node_work(const Node& n) {
   if (n.op == OpKind::MUL_MAT) {
     const Tensor& w = *n.src[0];
     work += static_cast<uint64_t>(w.ne[0]) * static_cast<uint64_t>(w.ne[1]) * static_cast<uint64_t>(n.src[1]->n_rows());
+  } else if (n.op == OpKind::MUL_MAT_ID) {  // the chosen experts' bytes are not known before the step runs
+    const Tensor& w = *n.src[0];
+    const uint64_t pairs = static_cast<uint64_t>(n.src[2]->n_elements());
+    work += static_cast<uint64_t>(w.ne[0]) * static_cast<uint64_t>(w.ne[1]) * pairs +
+            w.row_size() * static_cast<uint64_t>(w.ne[1]) * std::min<uint64_t>(pairs, w.ne[2]);
   } else if (n.op == OpKind::FLASH_ATTN_EXT) {
     const Tensor& q = n.src[0]->storage();  // [head_dim, n_heads, n_tokens]
     work += 2 * static_cast<uint64_t>(q.ne[0]) * static_cast<uint64_t>(q.ne[1]) * static_cast<uint64_t>(q.ne[2]) *
@@ -337,12 +506,13 @@ uint64_t node_work(const Node& n) {
 void compute_node(const Node& n, const ComputeContext& ctx) {
   switch (n.op) {
     case OpKind::GET_ROWS:
-      return get_rows(n, ctx);
+      return n.params.rows.empty() ? get_rows_per_token(n, ctx) : get_rows(n, ctx);
     case OpKind::RMS_NORM:
       return rms_norm(n, ctx);
     case OpKind::MUL:
       return binary(n, ctx, [](float a, float b) { return a * b; });
     case OpKind::ADD:
+      if (n.src.size() == 1) return add_slots(n, ctx);
       return binary(n, ctx, [](float a, float b) { return a + b; });
     case OpKind::MUL_MAT:
       return mul_mat(n, ctx);
@@ -354,6 +524,22 @@ void compute_node(const Node& n, const ComputeContext& ctx) {
       return flash_attn(n, ctx);
     case OpKind::SWIGLU:
       return swiglu(n, ctx);
+    case OpKind::SOFT_MAX:
+      return soft_max(n, ctx);
+    case OpKind::SIGMOID:
+      return unary(n, ctx, [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+    case OpKind::TOP_K:
+      return top_k(n, ctx);
+    case OpKind::SUM_ROWS:
+      return sum_rows(n, ctx);
+    case OpKind::CLAMP:
+      return unary(n, ctx, [lo = n.params.lo, hi = n.params.hi](float v) { return std::min(std::max(v, lo), hi); });
+    case OpKind::DIV:
+      return binary(n, ctx, [](float a, float b) { return a / b; });
+    case OpKind::SCALE:
+      return unary(n, ctx, [s = n.params.scale](float v) { return v * s; });
+    case OpKind::MUL_MAT_ID:
+      return mul_mat_id(n, ctx);
     case OpKind::RESHAPE:
     case OpKind::VIEW:
     case OpKind::PERMUTE:

@@ -25,7 +25,9 @@ std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserve
     build_step_graph(*step_, model_, state_, tokens);
     step_->graph.structure_id = ++graphs_built_;
 
-    plan_ = plan_activations(step_->graph, {step_->logits, step_->hidden});
+    std::vector<const Tensor*> keep = {step_->logits, step_->hidden};
+    for (const LayerRouting& r : step_->routing) keep.insert(keep.end(), {r.probs, r.experts, r.weights});
+    plan_ = plan_activations(step_->graph, keep);
     state_.arena.reserve(plan_.arena_bytes);
     state_.scratch.reserve(max_scratch_bytes(step_->graph));
     for (BufferInfo& b : step_->graph.buffers) {

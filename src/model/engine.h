@@ -39,6 +39,9 @@ class Engine {
   // After eval: the final normalised hidden state of the last token (result_norm).
   std::span<const float> hidden() const;
   const StepGraph& last_step() const { return *step_; }
+  // After eval: the routing of every mixture-of-experts layer in that step (empty for dense models); valid until
+  // the next eval.
+  std::span<const LayerRouting> routing() const { return step_->routing; }
   const AllocPlan& last_plan() const { return plan_; }
 
   int32_t n_past() const { return state_.n_past; }

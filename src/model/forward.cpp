@@ -45,6 +45,56 @@ int32_t prepare_inputs(const ModelConfig& c, RunState& s, std::span<const int32_
   return n_kv;
 }
 
+// Q or K after its projection, as [head_dim, heads, n_tokens], RMS-normed where the model says: olmoe over the whole
+// projection before splitting it into heads, qwen3 per head.
+Tensor* qk_norm(GraphBuilder& b, const ModelConfig& c, Tensor* x, const Tensor* norm, int64_t heads, int64_t n_tokens,
+                const std::string& name) {
+  if (norm && c.qk_norm_whole) x = b.mul(b.rms_norm(x, c.rms_eps, b.name("norm")), norm, b.name(name + "_normed"));
+  x = b.reshape(x, {c.head_dim, heads, n_tokens}, b.name(name));
+  if (norm && c.qk_norm_per_head) x = b.mul(b.rms_norm(x, c.rms_eps, b.name("norm")), norm, b.name(name + "_normed"));
+  return x;
+}
+
+// llama.cpp's build_moe_ffn on the normed input cur [n_embd, n_tokens]: router logits, probabilities, the top-k
+// experts by probability, their probabilities as weights (renormalised, scaled where the model says), each chosen
+// expert's SwiGLU FFN, the outputs weighted and summed in slot order; plus the sigmoid-gated shared expert.
+Tensor* moe_ffn(GraphBuilder& b, const ModelConfig& c, const LayerWeights& l, Tensor* cur, StepGraph& out) {
+  const int64_t n_tokens = cur->ne[1], k = c.n_expert_used;
+  Tensor* logits = b.mul_mat(l.ffn_gate_inp, cur, b.name("ffn_moe_logits"));
+  Tensor* probs = c.gating == ExpertGating::SOFTMAX ? b.soft_max(logits, b.name("ffn_moe_probs"))
+                                                    : b.sigmoid(logits, b.name("ffn_moe_probs"));
+  Tensor* topk = b.top_k(probs, static_cast<int32_t>(k), b.name("ffn_moe_topk"));
+  Tensor* weights = b.get_rows_per_token(probs, topk, b.name("ffn_moe_weights"));  // [1, k, n_tokens]
+  if (c.expert_weights_norm) {
+    Tensor* w2 = b.reshape(weights, {k, n_tokens}, b.name("ffn_moe_weights"));
+    Tensor* sum = b.sum_rows(w2, b.name("ffn_moe_weights_sum"));
+    // llama.cpp's floor: the smallest normal F16, against a division by zero.
+    sum = b.clamp(sum, 6.103515625e-5f, INFINITY, b.name("ffn_moe_weights_sum_clamped"));
+    weights =
+        b.reshape(b.div(w2, sum, b.name("ffn_moe_weights_norm")), {1, k, n_tokens}, b.name("ffn_moe_weights_norm"));
+  }
+  if (c.expert_weights_scale != 0.0f)
+    weights = b.scale(weights, c.expert_weights_scale, b.name("ffn_moe_weights_scaled"));
+  out.routing.push_back({b.layer(), probs, topk, weights});
+
+  Tensor* x = b.reshape(cur, {c.n_embd, 1, n_tokens}, b.name("ffn_norm"));
+  Tensor* up = b.mul_mat_id(l.ffn_up_exps, x, topk, b.name("ffn_moe_up"));
+  Tensor* gate = b.mul_mat_id(l.ffn_gate_exps, x, topk, b.name("ffn_moe_gate"));
+  Tensor* act = b.swiglu(gate, up, b.name("ffn_moe_swiglu"));
+  Tensor* experts = b.mul_mat_id(l.ffn_down_exps, act, topk, b.name("ffn_moe_down"));  // [n_embd, k, n_tokens]
+  experts = b.mul(experts, weights, b.name("ffn_moe_weighted"));
+  Tensor* moe_out = b.add_slots(experts, b.name("ffn_moe_out"));
+  if (!l.ffn_gate_inp_shexp) return moe_out;
+
+  Tensor* shexp_gate = b.sigmoid(b.mul_mat(l.ffn_gate_inp_shexp, cur, b.name("ffn_shexp_gate_inp")),
+                                 b.name("ffn_shexp_gate"));  // [1, n_tokens]
+  Tensor* s_up = b.mul_mat(l.ffn_up_shexp, cur, b.name("ffn_up"));
+  Tensor* s_gate = b.mul_mat(l.ffn_gate_shexp, cur, b.name("ffn_gate"));
+  Tensor* shexp = b.mul_mat(l.ffn_down_shexp, b.swiglu(s_gate, s_up, b.name("ffn_swiglu")), b.name("ffn_shexp"));
+  Tensor* shexp_out = b.mul(shexp, shexp_gate, b.name("ffn_shexp_out"));
+  return b.add(moe_out, shexp_out, b.name("ffn_out"));
+}
+
 }  // namespace
 
 void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<const int32_t> tokens) {
@@ -73,7 +123,7 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
   }
 
   GraphBuilder b(g);
-  const int64_t E = c.n_embd, H = c.n_head, HKV = c.n_head_kv, D = c.head_dim;
+  const int64_t H = c.n_head, HKV = c.n_head_kv, D = c.head_dim;
   const Tensor* inp_tokens = b.input("inp_tokens", GgmlType::I32, {n_tokens}, kInputBuffer, s.inputs.data(), 0);
   out.inp_tokens = inp_tokens;
   const Tensor* inp_pos =
@@ -94,13 +144,15 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
     Tensor* cur = b.mul(b.rms_norm(x, c.rms_eps, b.name("norm")), l.attn_norm, b.name("attn_norm"));
     Tensor* q = b.mul_mat(l.wq, cur, b.name("Qcur"));
     if (l.bq) q = b.add(q, l.bq, b.name("Qcur"));
-    q = b.rope(b.reshape(q, {D, H, n_tokens}, b.name("Qcur")), inp_pos, rope, pos0, b.name("Qcur"));
+    q = qk_norm(b, c, q, l.q_norm, H, n_tokens, "Qcur");
+    q = b.rope(q, inp_pos, rope, pos0, b.name("Qcur"));
     Tensor* v = b.mul_mat(l.wv, cur, b.name("Vcur"));
     if (l.bv) v = b.add(v, l.bv, b.name("Vcur"));
     v = b.reshape(v, {D, HKV, n_tokens}, b.name("Vcur"));
     Tensor* k = b.mul_mat(l.wk, cur, b.name("Kcur"));
     if (l.bk) k = b.add(k, l.bk, b.name("Kcur"));
-    k = b.rope(b.reshape(k, {D, HKV, n_tokens}, b.name("Kcur")), inp_pos, rope, pos0, b.name("Kcur"));
+    k = qk_norm(b, c, k, l.k_norm, HKV, n_tokens, "Kcur");
+    k = b.rope(k, inp_pos, rope, pos0, b.name("Kcur"));
 
     // Store this step's K and V in the cache (converted to the cache type).
     const std::string kc = k_cache[il]->name, vc = v_cache[il]->name;
@@ -116,7 +168,7 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
     Tensor* vp = b.permute(vv, {D, n_kv, HKV}, vc + " (view) (permuted)");
     out.attended_views.insert(out.attended_views.end(), {{kv, 2}, {kp, 1}, {vv, 2}, {vp, 1}});
     Tensor* attn = b.flash_attn(qp, kp, vp, pos0, n_kv, kq_scale, b.name("fattn"));
-    cur = b.mul_mat(l.wo, b.reshape(attn, {E, n_tokens}, b.name("kqv_out")), b.name("attn_out"));
+    cur = b.mul_mat(l.wo, b.reshape(attn, {c.n_embd_q(), n_tokens}, b.name("kqv_out")), b.name("attn_out"));
 
     // Last layer: only the last token's logits are needed, so only its row continues.
     if (il == c.n_layer - 1 && n_tokens > 1) {
@@ -128,11 +180,15 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
     }
     Tensor* ffn_inp = b.add(cur, inp_sa, b.name("ffn_inp"));
 
-    // Feed-forward: pre-norm, SwiGLU, down projection, residual.
+    // Feed-forward: pre-norm, SwiGLU (of the experts the router chooses), down projection, residual.
     cur = b.mul(b.rms_norm(ffn_inp, c.rms_eps, b.name("norm")), l.ffn_norm, b.name("ffn_norm"));
-    Tensor* gate = b.mul_mat(l.ffn_gate, cur, b.name("ffn_gate"));
-    Tensor* up = b.mul_mat(l.ffn_up, cur, b.name("ffn_up"));
-    cur = b.mul_mat(l.ffn_down, b.swiglu(gate, up, b.name("ffn_swiglu")), b.name("ffn_out"));
+    if (c.n_expert == 0) {
+      Tensor* gate = b.mul_mat(l.ffn_gate, cur, b.name("ffn_gate"));
+      Tensor* up = b.mul_mat(l.ffn_up, cur, b.name("ffn_up"));
+      cur = b.mul_mat(l.ffn_down, b.swiglu(gate, up, b.name("ffn_swiglu")), b.name("ffn_out"));
+    } else {
+      cur = moe_ffn(b, c, l, cur, out);
+    }
     x = b.add(cur, ffn_inp, b.name("l_out"));
   }
   b.set_layer(-1);
@@ -156,6 +212,20 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
                          n.op == OpKind::FLASH_ATTN_EXT || std::any_of(n.src.begin(), n.src.end(), attended);
     if (patched) out.patched_ranges.push_back(static_cast<uint32_t>(i));
   }
+}
+
+float LayerRouting::margin(int64_t t) const {
+  const int64_t n_expert = probs->ne[0], k = n_used();
+  const float* p = probs->as<const float>() + t * n_expert;
+  const int32_t* chosen = experts->as<const int32_t>() + t * k;
+  float lowest_chosen = INFINITY, best_other = -INFINITY;
+  for (int64_t e = 0; e < n_expert; ++e) {
+    if (std::find(chosen, chosen + k, static_cast<int32_t>(e)) != chosen + k)
+      lowest_chosen = std::min(lowest_chosen, p[e]);
+    else
+      best_other = std::max(best_other, p[e]);
+  }
+  return best_other == -INFINITY ? 0.0f : lowest_chosen - best_other;
 }
 
 bool update_step_graph(StepGraph& step, const Model& m, RunState& s, std::span<const int32_t> tokens) {

@@ -29,6 +29,23 @@ struct RunState {
 
 void init_run_state(RunState& s, const ModelConfig& c, int32_t n_ctx, GgmlType kv_type);
 
+// The routing of one mixture-of-experts layer in a step, read-only views of its nodes' outputs (kept intact until
+// the next step runs). Rows are the tokens of the layer's feed-forward: every token of the step, except in the last
+// layer of a prompt, where only the last token goes on (as in llama.cpp).
+struct LayerRouting {
+  int layer = -1;
+  const Tensor* probs = nullptr;    // ffn_moe_probs-N [n_expert, n_tokens]: router probabilities
+  const Tensor* experts = nullptr;  // ffn_moe_topk-N [n_used, n_tokens] I32: chosen experts, llama.cpp's order
+  const Tensor* weights = nullptr;  // [1, n_used, n_tokens]: the final weights (after renormalising, scaling)
+
+  int64_t n_tokens() const { return experts->ne[1]; }
+  int64_t n_used() const { return experts->ne[0]; }
+  int32_t expert(int64_t t, int64_t slot) const { return experts->as<const int32_t>()[t * n_used() + slot]; }
+  float weight(int64_t t, int64_t slot) const { return weights->as<const float>()[t * n_used() + slot]; }
+  // The lowest chosen probability minus the best unchosen one (small: a near-tie); 0 when every expert is chosen.
+  float margin(int64_t t) const;
+};
+
 struct StepGraph {
   Graph graph;
   const Tensor* logits = nullptr;  // [n_vocab] of the last token
@@ -44,6 +61,7 @@ struct StepGraph {
   // The nodes whose byte ranges a patch changes (resolve_ranges of these only after update_step_graph): the token
   // rows' lookups, the cache writes and every reader of an attended view.
   std::vector<uint32_t> patched_ranges;
+  std::vector<LayerRouting> routing;  // per MoE layer, in layer order (empty for dense models)
 };
 
 // Builds the graph that evaluates `tokens` at positions [s.n_past, s.n_past + n), writes the input buffer and

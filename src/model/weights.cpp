@@ -32,8 +32,7 @@ class Binder {
     if (got != shape)
       fail("{}: {}: expected {}, got {}", f_.path(), name, dims_string(shape), dims_string(info->shape()));
     if (!find_kernels(info->type))
-      fail("{}: tensor '{}' has type {}, which this engine does not implement", f_.path(), name,
-           type_name(info->type));
+      fail("{}: tensor '{}' has type {}, which this engine does not implement", f_.path(), name, type_name(info->type));
     used_.insert(name);
     Tensor& t = w_.views.emplace_back();
     t.name = name;
@@ -52,6 +51,14 @@ class Binder {
     if (t && t->type != GgmlType::F32)
       fail("{}: tensor '{}' has type {}, expected F32", f_.path(), name, type_name(t->type));
     return t;
+  }
+
+  // A 3-D expert tensor [ne0, ne1, n_expert]: the third dimension must be the model's expert count.
+  const Tensor* bind_experts(const std::string& name, int64_t ne0, int64_t ne1, const ModelConfig& c, int layer) {
+    if (const GgufTensorInfo* info = f_.find_tensor(name); info && info->ne[2] != c.n_expert)
+      fail("{}: {}: {} experts (third dimension of {}) but {}.expert_count is {}", f_.path(), name, info->ne[2],
+           dims_string(info->shape()), c.arch_name, c.n_expert);
+    return bind(name, {ne0, ne1, c.n_expert}, false, layer);
   }
 
   std::vector<std::string> unused() const {
@@ -86,23 +93,49 @@ ModelWeights bind_weights(const GgufFile& f, ModelConfig& c) {
   }
   w.rope_freqs = b.bind_f32("rope_freqs.weight", {c.n_rot / 2}, /*optional=*/true);
   if (w.rope_freqs) w.notes.push_back("rope_freqs.weight present: per-dimension rope frequency factors");
-  const bool biases = c.arch == Architecture::QWEN2;
+  const bool biases = c.arch == Architecture::QWEN2 || c.arch == Architecture::QWEN2MOE;
+  const int64_t Q = c.n_embd_q();
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string p = fmt::format("blk.{}.", il);
     LayerWeights& l = w.layers.emplace_back();
     l.attn_norm = b.bind_f32(p + "attn_norm.weight", {E}, false, il);
-    l.wq = b.bind(p + "attn_q.weight", {E, E}, false, il);
+    if (const GgufTensorInfo* q = f.find_tensor(p + "attn_q.weight"); q && q->ne[1] % c.head_dim != 0)
+      fail("{}: {}attn_q.weight: its {} outputs are not a whole number of heads of {} ({}.attention.key_length)",
+           f.path(), p, q->ne[1], c.head_dim, c.arch_name);
+    l.wq = b.bind(p + "attn_q.weight", {E, Q}, false, il);
     l.wk = b.bind(p + "attn_k.weight", {E, KV}, false, il);
     l.wv = b.bind(p + "attn_v.weight", {E, KV}, false, il);
-    l.wo = b.bind(p + "attn_output.weight", {E, E}, false, il);
+    l.wo = b.bind(p + "attn_output.weight", {Q, E}, false, il);
     // qwen2 requires Q/K/V biases; llama files may carry them too (optional).
-    l.bq = b.bind_f32(p + "attn_q.bias", {E}, !biases, il);
+    l.bq = b.bind_f32(p + "attn_q.bias", {Q}, !biases, il);
     l.bk = b.bind_f32(p + "attn_k.bias", {KV}, !biases, il);
     l.bv = b.bind_f32(p + "attn_v.bias", {KV}, !biases, il);
+    if (c.qk_norm_per_head || c.qk_norm_whole) {
+      l.q_norm = b.bind_f32(p + "attn_q_norm.weight", {c.qk_norm_per_head ? c.head_dim : Q}, false, il);
+      l.k_norm = b.bind_f32(p + "attn_k_norm.weight", {c.qk_norm_per_head ? c.head_dim : KV}, false, il);
+    }
     l.ffn_norm = b.bind_f32(p + "ffn_norm.weight", {E}, false, il);
-    l.ffn_gate = b.bind(p + "ffn_gate.weight", {E, F}, false, il);
-    l.ffn_up = b.bind(p + "ffn_up.weight", {E, F}, false, il);
-    l.ffn_down = b.bind(p + "ffn_down.weight", {F, E}, false, il);
+    if (c.n_expert == 0) {
+      l.ffn_gate = b.bind(p + "ffn_gate.weight", {E, F}, false, il);
+      l.ffn_up = b.bind(p + "ffn_up.weight", {E, F}, false, il);
+      l.ffn_down = b.bind(p + "ffn_down.weight", {F, E}, false, il);
+      continue;
+    }
+    const int64_t FE = c.n_ff_exp, NE = c.n_expert;
+    if (!f.find_tensor(p + "ffn_gate_inp.weight"))
+      fail("{}: required tensor '{}ffn_gate_inp.weight' (the router of a model with {}.expert_count {}) is missing",
+           f.path(), p, c.arch_name, c.n_expert);
+    l.ffn_gate_inp = b.bind(p + "ffn_gate_inp.weight", {E, NE}, false, il);
+    l.ffn_gate_exps = b.bind_experts(p + "ffn_gate_exps.weight", E, FE, c, il);
+    l.ffn_up_exps = b.bind_experts(p + "ffn_up_exps.weight", E, FE, c, il);
+    l.ffn_down_exps = b.bind_experts(p + "ffn_down_exps.weight", FE, E, c, il);
+    if (c.n_ff_shexp > 0) {
+      const int64_t FS = c.n_ff_shexp;
+      l.ffn_gate_inp_shexp = b.bind(p + "ffn_gate_inp_shexp.weight", {E}, false, il);
+      l.ffn_gate_shexp = b.bind(p + "ffn_gate_shexp.weight", {E, FS}, false, il);
+      l.ffn_up_shexp = b.bind(p + "ffn_up_shexp.weight", {E, FS}, false, il);
+      l.ffn_down_shexp = b.bind(p + "ffn_down_shexp.weight", {FS, E}, false, il);
+    }
   }
   std::vector<std::string> unused = b.unused();
   if (!unused.empty())

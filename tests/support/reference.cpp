@@ -53,6 +53,17 @@ std::vector<GreedyCase> load_greedy_file(const std::string& path) {
       c.top5.push_back(std::move(s));
     }
     c.source = path;
+    if (r.contains("routing")) {
+      for (const auto& step : r["routing"]) {
+        if (step["step"].get<size_t>() != c.routing.size())
+          throw std::runtime_error(path + ": routing steps out of order");
+        auto& layers = c.routing.emplace_back();
+        for (const auto& l : step["layers"])
+          layers.push_back({l["experts"].get<std::vector<std::vector<int32_t>>>(),
+                            l["weights"].get<std::vector<std::vector<float>>>(),
+                            l["margin"].get<std::vector<float>>()});
+      }
+    }
     cases.push_back(std::move(c));
   }
   return cases;

@@ -17,6 +17,14 @@ struct GreedyCase {
   // top5[step] = 5 (id, logit) pairs, best first
   std::vector<std::vector<std::pair<int32_t, float>>> top5;
   std::string source;  // the greedy.json the record came from
+  // MoE records: routing[step][layer] (step 0 the prompt pass, step s feeds greedy token s-1); per token of the
+  // layer's feed-forward, llama.cpp's chosen experts (its order), their weights, and the router margin.
+  struct LayerRouting {
+    std::vector<std::vector<int32_t>> experts;
+    std::vector<std::vector<float>> weights;
+    std::vector<float> margin;
+  };
+  std::vector<std::vector<LayerRouting>> routing;
 };
 
 // Model names (file stems) that have greedy references; empty when shared/ is absent.

@@ -13,15 +13,25 @@ namespace tt::test {
 std::vector<uint8_t> build_tiny_model(const TinyModelSpec& s) {
   GgufWriter w;
   const std::string a = s.arch;
-  auto keep = [&](const std::string& key) { return std::find(s.omit_keys.begin(), s.omit_keys.end(), key) == s.omit_keys.end(); };
+  auto keep = [&](const std::string& key) {
+    return std::find(s.omit_keys.begin(), s.omit_keys.end(), key) == s.omit_keys.end();
+  };
   w.add_string("general.architecture", a);
   w.add_string("general.name", "tiny-" + a);
   const std::vector<std::pair<std::string, uint32_t>> hp = {
-      {a + ".context_length", s.n_ctx},       {a + ".embedding_length", s.n_embd},
-      {a + ".block_count", s.n_layer},        {a + ".feed_forward_length", s.n_ff},
-      {a + ".attention.head_count", s.n_head}, {a + ".attention.head_count_kv", s.n_head_kv},
-      {a + ".rope.dimension_count", s.n_embd / s.n_head}};
-  for (const auto& [k, v] : hp) {
+      {a + ".context_length", s.n_ctx},
+      {a + ".embedding_length", s.n_embd},
+      {a + ".block_count", s.n_layer},
+      {a + ".feed_forward_length", s.n_ff},
+      {a + ".attention.head_count", s.n_head},
+      {a + ".attention.head_count_kv", s.n_head_kv},
+      {a + ".rope.dimension_count", s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head}};
+  std::vector<std::pair<std::string, uint32_t>> keys = hp;
+  if (s.head_dim > 0)
+    keys.insert(keys.end(), {{a + ".attention.key_length", s.head_dim}, {a + ".attention.value_length", s.head_dim}});
+  if (s.n_expert > 0)
+    keys.insert(keys.end(), {{a + ".expert_count", s.n_expert}, {a + ".expert_used_count", s.n_expert_used}});
+  for (const auto& [k, v] : keys) {
     bool overridden = false;
     for (const auto& [ek, ev] : s.extra_u32) overridden |= ek == k;
     if (keep(k) && !overridden) w.add_u32(k, v);
@@ -47,7 +57,8 @@ std::vector<uint8_t> build_tiny_model(const TinyModelSpec& s) {
 
   std::mt19937 rng(s.seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int64_t E = s.n_embd, KV = s.n_embd / s.n_head * s.n_head_kv, F = s.n_ff, V = kTinyVocab;
+  const int64_t D = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  const int64_t E = s.n_embd, Q = D * s.n_head, KV = D * s.n_head_kv, F = s.n_ff, V = kTinyVocab, NE = s.n_expert;
   auto add = [&](std::string name, std::vector<int64_t> dims, bool matrix, float scale, float offset = 0.0f) {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;
@@ -82,16 +93,30 @@ std::vector<uint8_t> build_tiny_model(const TinyModelSpec& s) {
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string p = fmt::format("blk.{}.", il);
     add(p + "attn_norm.weight", {E}, false, 0.1f, 1.0f);
-    add(p + "attn_q.weight", {E, E}, true, ws);
+    add(p + "attn_q.weight", {E, Q}, true, ws);
     add(p + "attn_k.weight", {E, KV}, true, ws);
     add(p + "attn_v.weight", {E, KV}, true, ws);
-    add(p + "attn_output.weight", {E, E}, true, ws);
+    add(p + "attn_output.weight", {Q, E}, true, ws);
+    if (a == "qwen3" || a == "qwen3moe") {
+      add(p + "attn_q_norm.weight", {D}, false, 0.1f, 1.0f);
+      add(p + "attn_k_norm.weight", {D}, false, 0.1f, 1.0f);
+    } else if (a == "olmoe") {
+      add(p + "attn_q_norm.weight", {Q}, false, 0.1f, 1.0f);
+      add(p + "attn_k_norm.weight", {KV}, false, 0.1f, 1.0f);
+    }
     if (a == "qwen2") {
       add(p + "attn_q.bias", {E}, false, 0.1f);
       add(p + "attn_k.bias", {KV}, false, 0.1f);
       add(p + "attn_v.bias", {KV}, false, 0.1f);
     }
     add(p + "ffn_norm.weight", {E}, false, 0.1f, 1.0f);
+    if (NE > 0) {
+      add(p + "ffn_gate_inp.weight", {E, NE}, false, ws);
+      add(p + "ffn_gate_exps.weight", {E, F, NE}, true, ws);
+      add(p + "ffn_up_exps.weight", {E, F, NE}, true, ws);
+      add(p + "ffn_down_exps.weight", {F, E, NE}, true, 1.0f / std::sqrt(static_cast<float>(F)));
+      continue;
+    }
     add(p + "ffn_gate.weight", {E, F}, true, ws);
     add(p + "ffn_up.weight", {E, F}, true, ws);
     add(p + "ffn_down.weight", {F, E}, true, 1.0f / std::sqrt(static_cast<float>(F)));

@@ -1,4 +1,5 @@
-// Builds small llama/qwen2 GGUF models in memory for tests: random weights, a byte-level SentencePiece vocabulary
+// Builds small llama/qwen2/qwen3/olmoe GGUF models (with experts when asked) in memory for tests: random weights, a
+// byte-level SentencePiece vocabulary
 // (<unk>, <s>, </s> and the 256 byte tokens), hooks to corrupt shapes, drop tensors, change types or values.
 #pragma once
 
@@ -15,6 +16,8 @@ struct TinyModelSpec {
   std::string arch = "llama";
   int n_layer = 2, n_embd = 32, n_head = 4, n_head_kv = 2, n_ff = 64;
   int n_ctx = 128;
+  int head_dim = 0;                      // qwen3/qwen3moe: attention.key_length (0: n_embd / n_head, no key written)
+  int n_expert = 0, n_expert_used = 0;   // > 0: experts (expert_count, expert_used_count) of n_ff each
   GgmlType matrix_type = GgmlType::F32;  // type of the 2-D weights (needs a reference quantizer)
   bool tied_output = false;
   uint32_t seed = 1;

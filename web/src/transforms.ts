@@ -6,14 +6,15 @@ export type { MapTensor };
 
 export const OP_KINDS = [
   'GET_ROWS', 'RMS_NORM', 'MUL', 'ADD', 'MUL_MAT', 'ROPE', 'SET_ROWS', 'FLASH_ATTN_EXT', 'SWIGLU', 'RESHAPE', 'VIEW',
-  'PERMUTE',
+  'PERMUTE', 'SOFT_MAX', 'SIGMOID', 'TOP_K', 'SUM_ROWS', 'CLAMP', 'DIV', 'SCALE', 'MUL_MAT_ID',
 ] as const;
 
 // Distinct, readable op-kind colors (views are grey: they compute nothing).
 export const OP_COLORS: Record<string, string> = {
   GET_ROWS: '#e6a23c', RMS_NORM: '#8e7cc3', MUL: '#b07aa1', ADD: '#76b7b2', MUL_MAT: '#4e79a7', ROPE: '#f28e2b',
   SET_ROWS: '#e15759', FLASH_ATTN_EXT: '#59a14f', SWIGLU: '#edc948', RESHAPE: '#9c9c9c', VIEW: '#9c9c9c',
-  PERMUTE: '#9c9c9c',
+  PERMUTE: '#9c9c9c', SOFT_MAX: '#d37295', SIGMOID: '#d37295', TOP_K: '#ff9da7', SUM_ROWS: '#b6992d', CLAMP: '#b6992d',
+  DIV: '#b07aa1', SCALE: '#b07aa1', MUL_MAT_ID: '#2f5d8a',
 };
 
 export const CATEGORY_LIGHTNESS: Record<string, number> = {
