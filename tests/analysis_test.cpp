@@ -575,6 +575,20 @@ TEST(AnalysisRun, ViewerSummaryAgreesWithAnalyze) {
   EXPECT_EQ(v["thread_time"], a["thread_time"]);
 }
 
+// A span on thread 65535: the thread count (65536) wrapped to 0 in 16 bits and the thread's time was lost.
+TEST(AnalysisThreadTime, HighestThreadNumberCounted) {
+  trace::TraceContents t;
+  trace::StepMarker m;
+  m.step = 0, m.phase = Phase::GENERATE, m.start_ns = 0, m.end_ns = 1000, m.ended = true;
+  t.steps.push_back(m);
+  t.spans.push_back({0, 0, 65535, 100, 600});
+  const nlohmann::json r = thread_time(t);
+  const nlohmann::json& threads = r["phases"]["GENERATE"]["threads"];
+  ASSERT_EQ(threads.size(), 65536u);
+  EXPECT_EQ(threads[65535]["busy_ns_total"], 500u);
+  EXPECT_EQ(threads[0]["busy_ns_total"], 0u);
+}
+
 TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {
   const std::string path = ::testing::TempDir() + "tt-io-trace.bin";
   {
