@@ -35,9 +35,10 @@ asan-test: deps
 # libFuzzer targets, each run for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600 for a longer local run).
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G "$(CMAKE_GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_FUZZ=ON -DTT_WEB=OFF
-	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_gguf fuzz_trace
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_gguf fuzz_trace fuzz_rundir
 	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) gguf
 	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) trace
+	bash fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) rundir
 
 bench: build
 	$(BUILD_DIR)/bench/tt_bench

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Runs one fuzzer: fuzz/run.sh BUILD_DIR SECONDS [gguf|trace]  (default gguf)
-#   gguf:  fuzz_gguf on the seeds in fuzz/corpus/ with fuzz/gguf.dict
-#   trace: fuzz_trace on the trace.bin seeds in fuzz/corpus-trace/
+# Runs one fuzzer: fuzz/run.sh BUILD_DIR SECONDS [gguf|trace|rundir]  (default gguf)
+#   gguf:   fuzz_gguf on the seeds in fuzz/corpus/ with fuzz/gguf.dict
+#   trace:  fuzz_trace on the trace.bin seeds in fuzz/corpus-trace/
+#   rundir: fuzz_rundir on the packed run directories in fuzz/corpus-rundir/ (fuzz/pack_rundir.py)
 # Works on a scratch copy of the seed corpus (never modified), fails on any crash, leak, timeout or sanitizer
 # report, keeps the reproducer in BUILD_DIR/fuzz-artifacts/ and prints a one-line summary.
 set -euo pipefail
 
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
-  echo "usage: fuzz/run.sh BUILD_DIR SECONDS [gguf|trace]" >&2
+  echo "usage: fuzz/run.sh BUILD_DIR SECONDS [gguf|trace|rundir]" >&2
   exit 2
 fi
 build_dir=$1
@@ -17,8 +18,9 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 case $what in
   gguf) seeds_dir=$repo/fuzz/corpus dict=(-dict="$repo/fuzz/gguf.dict") ;;
   trace) seeds_dir=$repo/fuzz/corpus-trace dict=() ;;
+  rundir) seeds_dir=$repo/fuzz/corpus-rundir dict=() ;;
   *)
-    echo "fuzz/run.sh: unknown target '$what' (gguf or trace)" >&2
+    echo "fuzz/run.sh: unknown target '$what' (gguf, trace or rundir)" >&2
     exit 2
     ;;
 esac

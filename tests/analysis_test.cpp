@@ -16,10 +16,10 @@
 #include "analysis/sample_stats.h"
 #include "analysis/thread_time.h"
 #include "core/error.h"
-#include "export/run_data.h"
 #include "serve/api.h"
 #include "support/paths.h"
 #include "trace/format.h"
+#include "trace/run_data.h"
 #include "trace/trace_file.h"
 #include "tracer/experiment.h"
 
@@ -184,11 +184,12 @@ std::string make_run(const std::string& model, const std::string& name, int thre
 
 TEST(AnalysisRun, StoriesReport) {
   const std::string dir = make_run(test::repo_path("models/stories260K.gguf"), "stories", 1, 6);
-  const RunFiles run = load_run(dir);
+  const RunData run = load_run(dir);
   AnalyzeOptions opt;
   opt.measure_bandwidth = false;
   opt.cache_sizes = {64 * 1024, 256 * 1024, 4 << 20};
-  const nlohmann::json r = analyze_run(run, opt);
+  const Report report = analyze(run, opt);
+  const nlohmann::json r = to_json(report);
 
   // Order: every step reads the same tensors in the same order, layer by layer.
   const auto& ord = r["order"];
@@ -201,7 +202,7 @@ TEST(AnalysisRun, StoriesReport) {
   // Hot/cold: only token_embd has bytes never read: the rows of tokens never fed in.
   std::set<int32_t> tokens;
   for (const auto& s : run.steps)
-    for (int32_t t : s["input_tokens"]) tokens.insert(t);
+    for (int32_t t : s.input_tokens) tokens.insert(t);
   bool seen_embd = false;
   for (const auto& t : r["hot_cold"]["tensors"]) {
     if (t["tensor"] == "token_embd.weight") {
@@ -265,13 +266,13 @@ TEST(AnalysisRun, StoriesReport) {
     EXPECT_GT(th["busy_ns_total"].get<uint64_t>(), 0u) << phase;
     EXPECT_LE(th["busy_ns_median_step"].get<double>(), p["step_ns_median"].get<double>()) << phase;
   }
-  const std::string text = render_text(r);
+  const std::string text = render_text(report);
   EXPECT_NE(text.find("== Order of MODEL_FILE reads =="), std::string::npos);
   EXPECT_NE(text.find("== Thread time, GENERATE"), std::string::npos);
   EXPECT_NE(text.find("== Cache simulation"), std::string::npos);
   const std::string figs = ::testing::TempDir() + "tt-analysis-figs";
   std::filesystem::create_directories(figs);
-  for (const std::string& f : write_figures(r, figs)) {
+  for (const std::string& f : write_figures(report, figs)) {
     std::ifstream in(figs + "/" + f);
     std::string head(4, ' ');
     in.read(head.data(), 4);
@@ -382,9 +383,19 @@ void expect_every_loader_rejects(const std::string& dir, const std::string& expe
     }
     ADD_FAILURE() << loader << " accepted " << dir << "; expected: " << expected;
   };
-  check("analysis::load_run", [&] { load_run(dir); });
+  check("analyze", [&] { analyze_run(load_run(dir), {.cache_sizes = {}, .measure_bandwidth = false}); });
   check("tt::load_run", [&] { tt::load_run(dir); });
   check("serve::ServedRun", [&] { serve::ServedRun run(dir); });
+  check("run --prefetch from:RUN", [&] {
+    ExperimentOptions o;
+    o.model_path = test::repo_path("models/stories260K.gguf");
+    o.prompt = "Once";
+    o.n_predict = 1;
+    o.run_dir = dir + "-prefetching";
+    o.prefetch = "from:" + dir;
+    o.progress = false;
+    run_experiment(o, nullptr);
+  });
 }
 
 // An op record of a step the trace does not have (2^32 - 16): analyze and serve sized per-step tables by it (100 GB).
@@ -431,7 +442,7 @@ TEST(AnalysisRunChecks, PageSizeAndJumpsPast2To63) {
   const std::string dir = crafted_run("far-read", UINT64_MAX, [&](trace::TraceWriter& w, const uint32_t* ids) {
     w.op(file_reading_op(0, {{0, 1}, {far, 8}}), ids);
   });
-  const RunFiles run = load_run(dir);
+  const RunData run = load_run(dir);
   AnalyzeOptions opt;
   opt.measure_bandwidth = false;
   for (uint64_t page : {uint64_t{0}, kMaxPageBytes + 1, UINT64_MAX}) {
@@ -451,6 +462,131 @@ TEST(AnalysisRunChecks, PageSizeAndJumpsPast2To63) {
   EXPECT_EQ(order["backward_moves"], 0);
   EXPECT_EQ(order["forward_fraction"], 1.0);
   EXPECT_EQ(order["jump_histogram"][">=16M"], 1);
+}
+
+// A copy of a real run directory whose file `name` is rewritten by `edit` (its JSON parsed, changed, written back).
+std::string edited_run(const std::string& from, const std::string& tag, const std::string& name,
+                       const std::function<void(nlohmann::json&)>& edit) {
+  const std::string dir = ::testing::TempDir() + "tt-edited-" + tag;
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(from, dir, std::filesystem::copy_options::recursive);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(dir + "/" + name));
+  edit(j);
+  std::ofstream(dir + "/" + name, std::ios::trunc) << j.dump();
+  return dir;
+}
+
+// Bytes of a runtime buffer past its size in buffers.json (issue 36 item 7), and fields of the wrong type in
+// memory-map.json and buffers.json: refused by the loader with the file and the field named (before, analyze and
+// serve threw a bare JSON exception or read past the buffer).
+TEST(AnalysisRunChecks, BufferRangesAndFieldTypesChecked) {
+  const std::string real = make_run(test::repo_path("models/stories260K.gguf"), "checks", 1, 2);
+  // The KV cache of layer 0 (buffer 3) made one byte smaller than what the trace reads of it.
+  std::string dir = edited_run(real, "small-kv", "buffers.json", [](nlohmann::json& b) {
+    for (nlohmann::json& e : b["events"])
+      if (e[4] == 3) e[6] = 1;
+  });
+  expect_every_loader_rejects(dir, "past its 1 bytes in buffers.json");
+  dir =
+      edited_run(real, "mm-type", "memory-map.json", [](nlohmann::json& m) { m["tensors"][2]["size_bytes"] = "big"; });
+  expect_every_loader_rejects(dir, "memory-map.json': field 'tensors[2].size_bytes' is \"big\", expected an integer");
+  dir = edited_run(real, "file-size-type", "memory-map.json", [](nlohmann::json& m) { m["file_size"] = -1; });
+  expect_every_loader_rejects(dir, "memory-map.json': field 'file_size' is -1, expected an integer in [0, ");
+  dir = edited_run(real, "event-type", "buffers.json", [](nlohmann::json& b) { b["events"][0][6] = 1.5; });
+  expect_every_loader_rejects(dir, "buffers.json': field 'events[0][6]' is 1.5, expected an integer");
+  dir =
+      edited_run(real, "step-type", "buffers.json", [](nlohmann::json& b) { b["steps"][0]["arena_bytes"] = nullptr; });
+  expect_every_loader_rejects(dir, "buffers.json': field 'steps[0].arena_bytes' is null, expected an integer");
+}
+
+// What a buffer is comes from the loader as a typed field: the KV cache layers, the arena and its growth events.
+TEST(AnalysisRunChecks, BufferKindsAreTyped) {
+  const std::string dir = make_run(test::repo_path("models/stories260K.gguf"), "kinds", 1, 2);
+  const RunData run = load_run(dir);
+  int k = 0, v = 0, arena = 0, inputs = 0;
+  for (const RunBuffer& b : run.buffers) {
+    if (b.kind == BufferKind::K_CACHE) {
+      EXPECT_EQ(b.id, 3 + 2 * b.layer);
+      ++k;
+    }
+    if (b.kind == BufferKind::V_CACHE) {
+      EXPECT_EQ(b.id, 4 + 2 * b.layer);
+      ++v;
+    }
+    arena += b.kind == BufferKind::ACTIVATION_ARENA;
+    inputs += b.kind == BufferKind::INPUTS;
+    EXPECT_GT(b.size, 0u) << b.name;
+  }
+  EXPECT_EQ(k, 5);
+  EXPECT_EQ(v, 5);
+  EXPECT_EQ(arena, 1);
+  EXPECT_EQ(inputs, 1);  // not in buffers.json: known from the trace
+  int growth = 0;
+  for (const BufferEvent& e : run.buffer_events)
+    if (e.growth) {
+      EXPECT_EQ(e.grown, "activations");
+      ++growth;
+    }
+  EXPECT_GT(growth, 0);
+}
+
+// The viewer's summary and `analyze --json` give the same per-step, per-layer, per-op-kind and per-tensor figures
+// (they were computed twice, with views counted in the viewer only and tensor reads counted per input, not per range).
+TEST(AnalysisRun, ViewerSummaryAgreesWithAnalyze) {
+  const std::string dir = make_run(test::repo_path("models/stories260K.gguf"), "agree", 2, 4);
+  const nlohmann::json a = analyze_run(load_run(dir), {.cache_sizes = {}, .measure_bandwidth = false});
+  const serve::Api api({dir});
+  const serve::Response resp = api.handle("/api/runs/0/summary", {});
+  ASSERT_EQ(resp.status, 200) << resp.body;
+  const nlohmann::json v = nlohmann::json::parse(resp.body);
+
+  std::map<nlohmann::json, uint64_t> layer_ns;
+  for (const auto& l : a["sources"]["layers"])
+    layer_ns[l["layer"].get<int>() >= 0 ? l["layer"] : nlohmann::json()] = l["op_ns"];
+  ASSERT_EQ(v["layers"].size(), layer_ns.size());
+  for (const auto& l : v["layers"]) EXPECT_EQ(l["ns"], layer_ns[l["layer"]]) << l.dump();
+
+  std::map<std::string, std::pair<uint64_t, uint64_t>> kinds;  // op -> ops, op_ns
+  for (const auto& k : a["sources"]["op_kinds"]) kinds[k["op"]] = {k["ops"], k["op_ns"]};
+  ASSERT_EQ(v["op_kinds"].size(), kinds.size());
+  for (const auto& k : v["op_kinds"]) {
+    EXPECT_EQ(k["count"], kinds[k["op"]].first) << k.dump();
+    EXPECT_EQ(k["ns"], kinds[k["op"]].second) << k.dump();
+  }
+
+  std::map<std::string, std::pair<uint64_t, uint64_t>> tensors;  // reads, bytes
+  for (const auto& t : a["hot_cold"]["tensors"]) tensors[t["tensor"]] = {t["reads"], t["bytes_read"]};
+  ASSERT_FALSE(v["hottest_tensors"].empty());
+  for (const auto& t : v["hottest_tensors"]) {
+    ASSERT_TRUE(tensors.count(t["name"])) << t.dump();
+    EXPECT_EQ(t["reads"], tensors[t["name"]].first) << t.dump();
+    EXPECT_EQ(t["bytes"], tensors[t["name"]].second) << t.dump();
+  }
+  EXPECT_EQ(v["hottest_tensors"][0]["bytes"], a["hot_cold"]["tensors"][0]["bytes_read"]);
+
+  ASSERT_EQ(v["steps"].size(), a["sources"]["steps"].size());
+  for (size_t s = 0; s < v["steps"].size(); ++s) {
+    const auto &x = v["steps"][s], &y = a["sources"]["steps"][s];
+    EXPECT_EQ(x["ops"], y["ops"]) << s;
+    EXPECT_EQ(x["op_ns"], y["op_ns"]) << s;
+    EXPECT_EQ(x["file_bytes"], y["MODEL_FILE"]["bytes"]) << s;
+    EXPECT_EQ(x["file_bytes"].get<uint64_t>() + x["buffer_bytes"].get<uint64_t>(), y["total_bytes"]) << s;
+  }
+  EXPECT_EQ(v["thread_time"], a["thread_time"]);
+}
+
+// A span on thread 65535: the thread count (65536) wrapped to 0 in 16 bits and the thread's time was lost.
+TEST(AnalysisThreadTime, HighestThreadNumberCounted) {
+  trace::TraceContents t;
+  trace::StepMarker m;
+  m.step = 0, m.phase = Phase::GENERATE, m.start_ns = 0, m.end_ns = 1000, m.ended = true;
+  t.steps.push_back(m);
+  t.spans.push_back({0, 0, 65535, 100, 600});
+  const nlohmann::json r = thread_time(t);
+  const nlohmann::json& threads = r["phases"]["GENERATE"]["threads"];
+  ASSERT_EQ(threads.size(), 65536u);
+  EXPECT_EQ(threads[65535]["busy_ns_total"], 500u);
+  EXPECT_EQ(threads[0]["busy_ns_total"], 0u);
 }
 
 TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {
@@ -497,7 +633,7 @@ TEST(DiffRuns, QuantizationsReportFirstDivergentOp) {
   TT_REQUIRE_SHARED();
   const std::string a = make_run(test::shared_path("models/synth-mini-256.Q8_0.gguf"), "q8", 2, 4);
   const std::string b = make_run(test::shared_path("models/synth-mini-256.Q4_0.gguf"), "q4", 2, 4);
-  const RunFiles ra = load_run(a), rb = load_run(b);
+  const RunData ra = load_run(a), rb = load_run(b);
   const nlohmann::json d = diff_runs(ra, rb, {});
   EXPECT_EQ(d["alignment"]["only_in_a"], 0);
   EXPECT_EQ(d["alignment"]["only_in_b"], 0);
@@ -584,7 +720,7 @@ TEST(AnalysisIoTrace, ColdRunFaultsOnFirstReadsOnly) {
   if (!check.value("evicted", false))
     GTEST_SKIP() << "the sandbox did not let the model file leave the page cache: " << check.dump();
 
-  const RunFiles run = load_run(dir);
+  const RunData run = load_run(dir);
   ASSERT_FALSE(run.trace.io.empty());
   const uint64_t ps = run.trace.io.front().page_bytes;
   std::set<uint64_t> touched;  // pages read by earlier ops

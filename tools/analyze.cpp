@@ -53,11 +53,12 @@ int run(const AnalyzeArgs& a) {
     fail("--granularity must be page or tensor, got '{}'", a.granularity);
   opt.page_bytes = a.page_bytes;
 
-  const RunFiles run = load_run(a.run_dir);
-  nlohmann::json report = analyze_run(run, opt);
-  std::string text = render_text(report);
+  const RunData run = load_run(a.run_dir);
+  const Report rep = analyze(run, opt);
+  nlohmann::json report = to_json(rep);
+  std::string text = render_text(rep);
   if (!a.compare.empty()) {
-    const RunFiles other = load_run(a.compare);
+    const RunData other = load_run(a.compare);
     nlohmann::json cmp = compare_runs(run, other);
     report["comparison"] = cmp;
     text += "\n== Comparison ==\n" + render_comparison_text(cmp);
@@ -66,7 +67,7 @@ int run(const AnalyzeArgs& a) {
     std::filesystem::create_directories(a.report_dir);
     write_file(a.report_dir + "/analysis.json", report.dump(1) + "\n");
     write_file(a.report_dir + "/analysis.txt", text);
-    std::vector<std::string> figs = write_figures(report, a.report_dir);
+    std::vector<std::string> figs = write_figures(rep, a.report_dir);
     fmt::print(stderr, "wrote {}/analysis.json, analysis.txt and {} figures\n", a.report_dir, figs.size());
   }
   if (a.json)

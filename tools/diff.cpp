@@ -26,8 +26,8 @@ RegisterCommand reg(
           ->check(range(0.0, 1e6));
       cmd.add_option("--top", a->opt.top, "Ops listed in the time and byte tables")->check(range(1, 100000));
       return [a]() {
-        const analysis::RunFiles ra = analysis::load_run(a->a);
-        const analysis::RunFiles rb = analysis::load_run(a->b);
+        const RunData ra = load_run(a->a);
+        const RunData rb = load_run(a->b);
         const nlohmann::json d = analysis::diff_runs(ra, rb, a->opt);
         if (a->json)
           fmt::print("{}\n", d.dump(1));

@@ -2,12 +2,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "core/error.h"
 #include "core/shape.h"
 #include "tools/command.h"
-#include "trace/trace_file.h"
+#include "trace/run_data.h"
 
 namespace tt::cli {
 namespace {
@@ -22,15 +21,6 @@ std::string range_string(const trace::RangeRecord& r) {
   return s;
 }
 
-std::string trace_path(const std::string& run_dir) {
-  namespace fs = std::filesystem;
-  if (!fs::exists(run_dir)) fail("'{}' does not exist", run_dir);
-  if (!fs::is_directory(run_dir)) fail("'{}' is not a run directory", run_dir);
-  const std::string p = run_dir + "/trace.bin";
-  if (!fs::exists(p)) fail("'{}' has no trace.bin (not a run directory?)", run_dir);
-  return p;
-}
-
 RegisterCommand reg("dump", "Print a run's trace records", 30, [](CLI::App& cmd) {
   auto dir = std::make_shared<std::string>();
   auto step = std::make_shared<int64_t>(-1);
@@ -39,7 +29,8 @@ RegisterCommand reg("dump", "Print a run's trace records", 30, [](CLI::App& cmd)
   cmd.add_option("--step", *step, "Only this step")->check(range<int64_t>(0, UINT32_MAX));
   cmd.add_option("--limit", *limit, "At most this many op records")->check(range<int64_t>(0, INT64_MAX));
   return [=]() {
-    trace::TraceContents t = trace::read_trace(trace_path(*dir));
+    const RunData run = load_run(*dir, {.graphs = false});
+    const trace::TraceContents& t = run.trace;
     if (*step >= 0 && std::none_of(t.steps.begin(), t.steps.end(), [&](const auto& s) { return s.step == *step; }))
       fail("step {} is not in the trace (it has {} steps{})", *step, t.steps.size(),
            t.steps.empty() ? "" : fmt::format(": {} to {}", t.steps.front().step, t.steps.back().step));

@@ -4,47 +4,22 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <unordered_map>
 
-#include "analysis/bandwidth.h"
 #include "analysis/thread_time.h"
 #include "core/error.h"
-#include "trace/run_trace.h"
 
 namespace tt::analysis {
 
-using nlohmann::json;
-namespace fs = std::filesystem;
+const char* const kJumpBins[kNumJumpBins] = {"<=-16M", "-16M..-1M", "-1M..-64K", "-64K..-4K", "-4K..-1", "0",
+                                             "1..4K",  "4K..64K",   "64K..1M",   "1M..16M",   ">=16M"};
 
 namespace {
 
-json read_json_file(const std::string& path, bool required) {
-  std::ifstream f(path);
-  if (!f) {
-    if (required) fail("cannot read '{}'", path);
-    return json::object();
-  }
-  try {
-    return json::parse(f);
-  } catch (const json::exception& e) {
-    fail("'{}' is not valid JSON: {}", path, e.what());
-  }
-}
-
-// Pools as columns of the source tables.
-constexpr Pool kPools[] = {Pool::MODEL_FILE, Pool::KV_CACHE, Pool::ACTIVATION, Pool::INPUT, Pool::SCRATCH};
-constexpr int kNumPools = 5;
-
 uint64_t duration_ns(const trace::OpRecord& o) { return o.end_ns > o.start_ns ? o.end_ns - o.start_ns : 0; }
 
-// Signed jump from the end of one read to the start of the next.
-const char* const kJumpBins[] = {"<=-16M", "-16M..-1M", "-1M..-64K", "-64K..-4K", "-4K..-1", "0",
-                                 "1..4K",  "4K..64K",   "64K..1M",   "1M..16M",   ">=16M"};
-constexpr int kNumJumpBins = 11;
 // The jump from `from` to `to` (file offsets anywhere in 0..2^64: unsigned, no signed difference to overflow).
 int jump_bin(uint64_t from, uint64_t to) {
   if (to == from) return 5;
@@ -53,11 +28,9 @@ int jump_bin(uint64_t from, uint64_t to) {
   return to < from ? 4 - mag : 6 + mag;
 }
 
+// OrderStats as reads arrive in trace order.
 struct OrderAcc {
-  uint64_t reads = 0, bytes = 0, transitions = 0, forward = 0, contiguous = 0, backward = 0;
-  uint64_t hist[kNumJumpBins] = {};
-  uint64_t layer_backward = 0;  // a read of a lower layer after a higher one in the same step
-  std::vector<int> layers;      // layer visit sequence (consecutive duplicates merged)
+  OrderStats s;
   bool has_prev = false;
   uint64_t prev_end = 0;
   int max_layer = -1;
@@ -65,79 +38,34 @@ struct OrderAcc {
   std::set<uint32_t> steps, unordered_steps;
 
   void add(const FileRead& r) {
-    ++reads;
-    bytes += r.length;
+    ++s.reads;
+    s.bytes += r.length;
     if (has_prev) {
-      ++transitions;
-      ++hist[jump_bin(prev_end, r.offset)];
-      if (r.offset >= prev_end) ++forward;
-      if (r.offset == prev_end) ++contiguous;
-      if (r.offset < prev_end) ++backward;
+      ++s.transitions;
+      ++s.hist[jump_bin(prev_end, r.offset)];
+      if (r.offset >= prev_end) ++s.forward;
+      if (r.offset == prev_end) ++s.contiguous;
+      if (r.offset < prev_end) ++s.backward;
     }
     has_prev = true;
     prev_end = r.offset + r.length;
-    if (layers.empty() || layers.back() != r.layer) layers.push_back(r.layer);
+    if (s.layers.empty() || s.layers.back() != r.layer) s.layers.push_back(r.layer);
     if (r.step != cur_step) cur_step = r.step, max_layer = -1, steps.insert(r.step);
     if (r.layer >= 0) {
-      if (r.layer < max_layer) ++layer_backward, unordered_steps.insert(r.step);
+      if (r.layer < max_layer) ++s.layer_backward, unordered_steps.insert(r.step);
       max_layer = std::max<int>(max_layer, r.layer);
     }
   }
-  json to_json(bool with_layers) const {
-    json h = json::object();
-    for (int i = 0; i < kNumJumpBins; ++i) h[kJumpBins[i]] = hist[i];
-    json j = {{"reads", reads},
-              {"bytes", bytes},
-              {"transitions", transitions},
-              {"forward_fraction", transitions ? static_cast<double>(forward) / transitions : 1.0},
-              {"contiguous_fraction", transitions ? static_cast<double>(contiguous) / transitions : 0.0},
-              {"backward_moves", backward},
-              {"jump_histogram", h},
-              {"layers_ascending", layer_backward == 0},
-              {"layer_backward_moves", layer_backward},
-              {"steps", steps.size()},
-              {"steps_with_layers_ascending", steps.size() - unordered_steps.size()}};
-    if (with_layers) j["layer_sequence"] = layers;
-    return j;
-  }
-};
-
-struct PoolAcc {
-  uint64_t bytes[kNumPools] = {};
-  double ns[kNumPools] = {};
-  uint64_t op_ns = 0, ops = 0;
-  void add(const trace::OpRecord& o) {
-    uint64_t per[kNumPools] = {}, total = 0;
-    for (const trace::TensorRecord& in : o.inputs)
-      for (const trace::RangeRecord& r : in.ranges) {
-        const int p = static_cast<int>(r.pool);
-        if (p < kNumPools) per[p] += r.length, total += r.length;
-      }
-    const uint64_t d = duration_ns(o);
-    for (int p = 0; p < kNumPools; ++p) {
-      bytes[p] += per[p];
-      if (total) ns[p] += static_cast<double>(d) * per[p] / total;
-    }
-    op_ns += d;
-    ++ops;
-  }
-  json to_json() const {
-    json j = json::object();
-    uint64_t all = 0;
-    for (int p = 0; p < kNumPools; ++p) {
-      j[pool_name(kPools[p])] = {{"bytes", bytes[p]}, {"ns", static_cast<uint64_t>(ns[p])}};
-      all += bytes[p];
-    }
-    j["total_bytes"] = all;
-    j["op_ns"] = op_ns;
-    j["ops"] = ops;
-    j["bytes_per_s"] = op_ns ? all / (op_ns / 1e9) : 0.0;
-    return j;
+  OrderStats done() const {
+    OrderStats out = s;
+    out.steps = steps.size();
+    out.steps_with_layers_ascending = steps.size() - unordered_steps.size();
+    return out;
   }
 };
 
 // Union length of [begin, end) intervals.
-uint64_t union_bytes(std::vector<std::pair<uint64_t, uint64_t>>& iv) {
+uint64_t union_bytes(std::vector<std::pair<uint64_t, uint64_t>> iv) {
   std::sort(iv.begin(), iv.end());
   uint64_t total = 0, cur_b = 0, cur_e = 0;
   bool open = false;
@@ -154,22 +82,12 @@ uint64_t union_bytes(std::vector<std::pair<uint64_t, uint64_t>>& iv) {
 }
 
 std::string step_phase(const trace::TraceContents& t, uint32_t step) {
-  for (const trace::StepMarker& m : t.steps)
-    if (m.step == step) return phase_name(m.phase);
-  return "?";
+  return step < t.steps.size() ? phase_name(t.steps[step].phase) : "?";  // markers are steps 0, 1, ...
 }
 
 // Next-access predictors, trained on earlier steps only.
-json predictability(const std::vector<std::vector<std::string>>& per_step) {
-  struct Pred {
-    const char* name = "";
-    uint64_t hits = 0, total = 0;
-    std::vector<json> steps;
-  };
-  Pred same, succ, freq;
-  same.name = "same_as_last_step";
-  succ.name = "last_successor";
-  freq.name = "most_frequent_successor";
+Predictability predictability(const std::vector<std::vector<std::string>>& per_step) {
+  PredictorScore same, succ, freq;
   std::unordered_map<std::string, std::string> last_succ;
   std::unordered_map<std::string, std::map<std::string, uint64_t>> counts;
   for (size_t s = 0; s < per_step.size(); ++s) {
@@ -193,11 +111,10 @@ json predictability(const std::vector<std::vector<std::string>>& per_step) {
         }
       }
       same.hits += h_same, succ.hits += h_succ, freq.hits += h_freq;
-      same.total += n, succ.total += n, freq.total += n;
-      auto rate = [&](uint64_t h) { return n ? static_cast<double>(h) / n : 0.0; };
-      same.steps.push_back({{"step", s}, {"accesses", n}, {"hits", h_same}, {"hit_rate", rate(h_same)}});
-      succ.steps.push_back({{"step", s}, {"accesses", n}, {"hits", h_succ}, {"hit_rate", rate(h_succ)}});
-      freq.steps.push_back({{"step", s}, {"accesses", n}, {"hits", h_freq}, {"hit_rate", rate(h_freq)}});
+      same.accesses += n, succ.accesses += n, freq.accesses += n;
+      same.steps.push_back({s, n, h_same});
+      succ.steps.push_back({s, n, h_succ});
+      freq.steps.push_back({s, n, h_freq});
     }
     // Train on this step (including the transition from the previous step's last access).
     for (size_t k = 0; k < seq.size(); ++k) {
@@ -206,103 +123,10 @@ json predictability(const std::vector<std::vector<std::string>>& per_step) {
       ++counts[before][seq[k]];
     }
   }
-  json out = json::object();
-  for (Pred* p : {&same, &succ, &freq})
-    out[p->name] = {{"accesses", p->total},
-                    {"hits", p->hits},
-                    {"hit_rate", p->total ? static_cast<double>(p->hits) / p->total : 0.0},
-                    {"steps", p->steps}};
-  return out;
-}
-
-json memory_pressure(const json& buffers) {
-  json out = json::object();
-  if (!buffers.contains("events")) {
-    out["note"] = "no buffers.json";
-    return out;
-  }
-  struct Live {
-    uint64_t bytes = 0, peak = 0, peak_t = 0, peak_step = 0;
-    std::map<std::string, uint64_t> tensors;  // key -> bytes
-    std::vector<std::pair<std::string, uint64_t>> at_peak;
-  };
-  std::map<std::string, Live> pools;
-  std::map<std::string, uint64_t> buffer_sizes;  // "(grow)" events: the arena and scratch sizes
-  for (const json& e : buffers["events"]) {
-    const uint64_t t = e[0], step = e[1];
-    const std::string kind = e[2], pool = e[3], tensor = e[7];
-    const int buffer_id = e[4];
-    const uint64_t offset = e[5], bytes = e[6];
-    if (tensor.size() > 7 && tensor.ends_with(" (grow)")) {
-      uint64_t& s = buffer_sizes[tensor.substr(0, tensor.size() - 7)];
-      s = std::max(s, bytes);
-      if (pool != "SCRATCH") continue;  // the arena's tensors are counted one by one
-    }
-    Live& l = pools[pool];
-    const std::string key = fmt::format("{}#{}@{}", tensor, buffer_id, offset);
-    if (kind == "a") {
-      if (pool == "SCRATCH") {  // scratch grows, never frees: its size is what is live
-        l.bytes = bytes;
-        l.tensors.clear();
-      } else {
-        l.bytes += bytes;
-      }
-      l.tensors[key] = bytes;
-      if (l.bytes > l.peak) {
-        l.peak = l.bytes, l.peak_t = t, l.peak_step = step;
-        l.at_peak.clear();
-        for (auto& [k, b] : l.tensors) l.at_peak.push_back({k.substr(0, k.find('#')), b});
-      }
-    } else {
-      auto it = l.tensors.find(key);
-      if (it != l.tensors.end()) {
-        l.bytes -= it->second;
-        l.tensors.erase(it);
-      }
-    }
-  }
-  json arr = json::array();
-  for (auto& [pool, l] : pools) {
-    std::sort(l.at_peak.begin(), l.at_peak.end(), [](auto& a, auto& b) { return a.second > b.second; });
-    json live = json::array();
-    for (auto& [name, b] : l.at_peak) live.push_back({{"tensor", name}, {"bytes", b}});
-    arr.push_back({{"pool", pool},
-                   {"peak_bytes", l.peak},
-                   {"t_ns", l.peak_t},
-                   {"step", l.peak_step},
-                   {"live_tensors", live.size()},
-                   {"live", live}});
-  }
-  out["pools"] = arr;
-  out["buffer_sizes"] = buffer_sizes;
-  if (buffers.contains("peak_bytes")) out["total_peak_bytes"] = buffers["peak_bytes"];
-  return out;
+  return {{"same_as_last_step", same}, {"last_successor", succ}, {"most_frequent_successor", freq}};
 }
 
 }  // namespace
-
-RunFiles load_run(const std::string& dir) {
-  if (!fs::exists(dir)) fail("'{}' does not exist", dir);
-  if (!fs::is_directory(dir)) fail("'{}' is not a run directory", dir);
-  const std::string trace_path = dir + "/trace.bin";
-  if (!fs::exists(trace_path)) fail("'{}' has no trace.bin (not a run directory?)", dir);
-  RunFiles r;
-  r.dir = dir;
-  r.run = read_json_file(dir + "/run.json", false);
-  r.memory_map = read_json_file(dir + "/memory-map.json", false);
-  r.trace = trace::read_run_trace(dir, r.memory_map);
-  r.buffers = read_json_file(dir + "/buffers.json", false);
-  std::ifstream steps(dir + "/steps.jsonl");
-  for (std::string line; std::getline(steps, line);) {
-    if (line.empty()) continue;
-    try {
-      r.steps.push_back(json::parse(line));
-    } catch (const json::exception&) {
-      break;  // a partial last line of a killed run
-    }
-  }
-  return r;
-}
 
 std::vector<FileRead> file_reads(const trace::TraceContents& t) {
   std::vector<FileRead> out;
@@ -338,315 +162,282 @@ std::vector<Access> access_stream(const std::vector<FileRead>& reads, Granularit
   return s;
 }
 
-json analyze_run(const RunFiles& run, const AnalyzeOptions& opt) {
+OrderSection order_section(const trace::TraceContents& t, const std::vector<FileRead>& reads) {
+  OrderAcc all;
+  std::map<std::string, OrderAcc> phases;
+  std::map<uint32_t, OrderAcc> steps;
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> seq;  // step -> ranges
+  std::map<uint32_t, std::vector<std::string>> tensor_seq;
+  for (const FileRead& r : reads) {
+    all.add(r);
+    phases[step_phase(t, r.step)].add(r);
+    steps[r.step].add(r);
+    seq[r.step].push_back({r.offset, r.length});
+    if (tensor_seq[r.step].empty() || tensor_seq[r.step].back() != r.tensor) tensor_seq[r.step].push_back(r.tensor);
+  }
+  OrderSection out;
+  out.run = all.done();
+  for (auto& [name, acc] : phases) out.phases[name] = acc.done();
+  uint32_t prev_step = UINT32_MAX;
+  for (auto& [step, acc] : steps) {
+    OrderStep s{step, step_phase(t, step), acc.done(), std::nullopt, std::nullopt};
+    if (prev_step != UINT32_MAX && prev_step + 1 == step) {
+      s.same_reads_as_previous = seq[step] == seq[prev_step];
+      s.same_tensors_as_previous = tensor_seq[step] == tensor_seq[prev_step];
+      ++out.steps_compared;
+      out.same_reads += *s.same_reads_as_previous;
+      out.same_tensors += *s.same_tensors_as_previous;
+    }
+    prev_step = step;
+    out.steps.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::map<std::string, TensorReads> tensor_reads(const std::vector<FileRead>& reads) {
+  std::map<std::string, TensorReads> per;
+  for (const FileRead& r : reads) {
+    TensorReads& a = per[r.tensor];
+    ++a.reads;
+    a.bytes += r.length;
+    if (a.steps.empty() || a.steps.back() != r.step) a.steps.push_back(r.step);  // reads come in step order
+    a.intervals.push_back({r.offset, r.offset + r.length});
+  }
+  return per;
+}
+
+HotColdSection hot_cold_section(const RunData& run, const std::vector<FileRead>& reads, uint64_t page_bytes) {
+  HotColdSection out;
+  const std::map<std::string, TensorReads> per = tensor_reads(reads);
+  std::vector<std::pair<uint64_t, uint64_t>> all_iv;
+  for (const FileRead& r : reads) all_iv.push_back({r.offset, r.offset + r.length});
+  uint64_t file_size = run.file_size.value_or(0);
+  if (!file_size) file_size = run.info.model_size_bytes;
+  const TensorReads none;
+  for (const MapTensor& mt : run.tensors) {
+    auto it = per.find(mt.name);
+    const TensorReads& a = it != per.end() ? it->second : none;
+    const uint64_t size = mt.size_bytes, distinct = union_bytes(a.intervals);
+    out.tensor_bytes += size;
+    out.tensor_bytes_never_read += size - std::min(size, distinct);
+    out.tensors.push_back({&mt, a.reads, a.bytes, distinct, size - std::min(size, distinct), a.steps.size()});
+  }
+  std::stable_sort(out.tensors.begin(), out.tensors.end(),
+                   [](const TensorHeat& a, const TensorHeat& b) { return a.bytes_read > b.bytes_read; });
+  out.file_bytes = file_size;
+  out.distinct_bytes_read = union_bytes(all_iv);
+  // File regions: sections, and the file cut in 32 equal bins.
+  auto region = [&](uint64_t b, uint64_t e) {
+    std::vector<std::pair<uint64_t, uint64_t>> clip;
+    RegionHeat g{"", b, e, 0, 0};
+    for (auto [x, y] : all_iv) {
+      const uint64_t lo = std::max(x, b), hi = std::min(y, e);
+      if (lo < hi) clip.push_back({lo, hi}), g.bytes_read += hi - lo;
+    }
+    g.distinct_bytes_read = union_bytes(std::move(clip));
+    return g;
+  };
+  for (const MapSection& s : run.sections) {
+    out.sections.push_back(region(s.begin, s.end));
+    out.sections.back().section = s.name;
+  }
+  if (file_size) {
+    const int nbins = 32;
+    const uint64_t w = file_size / nbins + (file_size % nbins != 0);  // rounded up without overflowing
+    for (int i = 0; i < nbins; ++i) {
+      const uint64_t b = i * w;
+      out.regions.push_back(region(b, std::min(file_size, b + w)));
+    }
+  }
+  // Reuse distances over pages.
+  const std::vector<Access> pages = access_stream(reads, Granularity::PAGE, page_bytes);
+  const std::vector<uint64_t> dist = reuse_distances(pages);
+  for (uint64_t d : dist) {
+    if (d == UINT64_MAX) {
+      ++out.cold;
+      continue;
+    }
+    int b = 0;
+    while ((1ull << b) < d + page_bytes) ++b;  // the capacity an LRU cache needs for this hit
+    ++out.reuse_bins[b];
+  }
+  out.page_bytes = page_bytes;
+  out.accesses = pages.size();
+  out.unique_bytes = out.cold * page_bytes;
+  // LRU miss-ratio curve from the distances.
+  for (uint64_t cap = page_bytes;; cap *= 2) {
+    uint64_t misses = out.cold;
+    for (uint64_t d : dist)
+      if (d != UINT64_MAX && d + page_bytes > cap) ++misses;
+    out.lru_miss_ratio_curve.push_back({cap, misses, pages.empty() ? 0.0 : static_cast<double>(misses) / pages.size()});
+    if (cap >= out.unique_bytes || cap > UINT64_MAX / 2) break;
+  }
+  return out;
+}
+
+void PoolTotals::add(const trace::OpRecord& o) {
+  std::array<uint64_t, kNumPools> per{};
+  uint64_t total = 0;
+  for (const trace::TensorRecord& in : o.inputs)
+    for (const trace::RangeRecord& r : in.ranges) {
+      const int p = static_cast<int>(r.pool);
+      if (p < kNumPools) per[p] += r.length, total += r.length;
+    }
+  const uint64_t d = duration_ns(o);
+  for (int p = 0; p < kNumPools; ++p) {
+    bytes[p] += per[p];
+    if (total) ns[p] += static_cast<double>(d) * per[p] / total;
+  }
+  op_ns += d;
+  ++ops;
+}
+
+uint64_t PoolTotals::total_bytes() const {
+  uint64_t all = 0;
+  for (uint64_t b : bytes) all += b;
+  return all;
+}
+
+SourcesSection sources_section(const trace::TraceContents& t) {
+  SourcesSection out;
+  std::map<uint32_t, PoolTotals> steps;
+  std::map<std::string, PoolTotals> kinds;
+  for (const trace::OpRecord& o : t.ops) {
+    if (op_is_view(o.op)) continue;
+    out.run.add(o);
+    out.phases[phase_name(o.phase)].add(o);
+    steps[o.step].add(o);
+    out.layers[o.layer].add(o);
+    kinds[op_name(o.op)].add(o);
+  }
+  for (auto& [s, totals] : steps) {
+    StepTotals st{s, step_phase(t, s), std::nullopt, totals};
+    if (s < t.steps.size() && t.steps[s].end_ns > t.steps[s].start_ns)
+      st.step_ns = t.steps[s].end_ns - t.steps[s].start_ns;
+    out.steps.push_back(std::move(st));
+  }
+  out.op_kinds.assign(kinds.begin(), kinds.end());
+  std::stable_sort(out.op_kinds.begin(), out.op_kinds.end(),
+                   [](const auto& a, const auto& b) { return a.second.op_ns > b.second.op_ns; });
+  return out;
+}
+
+SpeedSection speed_section(const SourcesSection& sources, int threads, bool measure_bandwidth) {
+  SpeedSection out;
+  if (!measure_bandwidth) return out;
+  const Bandwidth& bw = measured_bandwidth(threads);
+  out.bandwidth = bw;
+  out.achieved_bytes_per_s = sources.run.bytes_per_s();
+  const double ref = threads > 1 ? bw.multi_thread_bytes_per_s : bw.single_thread_bytes_per_s;
+  out.achieved_fraction_of_bandwidth = ref > 0 ? out.achieved_bytes_per_s / ref : 0.0;
+  for (const auto& [kind, k] : sources.op_kinds)
+    if (k.bytes_per_s() > out.fastest_bytes_per_s)
+      out.fastest_bytes_per_s = k.bytes_per_s(), out.fastest_op_kind = kind;
+  out.fastest_fraction_of_bandwidth = ref > 0 ? out.fastest_bytes_per_s / ref : 0.0;
+  return out;
+}
+
+PredictabilitySection predictability_section(const std::vector<FileRead>& reads) {
+  std::vector<std::vector<std::string>> by_range, by_tensor;
+  for (const FileRead& r : reads) {
+    if (by_range.size() <= r.step) by_range.resize(r.step + 1), by_tensor.resize(r.step + 1);
+    by_range[r.step].push_back(fmt::format("{}+{}", r.offset, r.length));
+    if (by_tensor[r.step].empty() || by_tensor[r.step].back() != r.tensor) by_tensor[r.step].push_back(r.tensor);
+  }
+  return {predictability(by_range), predictability(by_tensor)};
+}
+
+MemorySection memory_section(const RunData& run) {
+  MemorySection out;
+  if (!run.has_buffers) return out;
+  out.has_buffers = true;
+  out.total_peak_bytes = run.peak_bytes;
+  struct Live {
+    uint64_t bytes = 0, peak = 0, peak_t = 0, peak_step = 0;
+    std::map<std::string, uint64_t> tensors;  // key -> bytes
+    std::vector<std::pair<std::string, uint64_t>> at_peak;
+  };
+  std::map<std::string, Live> pools;
+  for (const BufferEvent& e : run.buffer_events) {
+    const std::string pool = pool_name(e.pool);
+    if (e.growth) {
+      uint64_t& s = out.buffer_sizes[e.grown];
+      s = std::max(s, e.bytes);
+      if (e.pool != Pool::SCRATCH) continue;  // the arena's tensors are counted one by one
+    }
+    Live& l = pools[pool];
+    const std::string key = fmt::format("{}#{}@{}", e.tensor, e.buffer_id, e.offset);
+    if (e.alloc) {
+      if (e.pool == Pool::SCRATCH) {  // scratch grows, never frees: its size is what is live
+        l.bytes = e.bytes;
+        l.tensors.clear();
+      } else {
+        l.bytes += e.bytes;
+      }
+      l.tensors[key] = e.bytes;
+      if (l.bytes > l.peak) {
+        l.peak = l.bytes, l.peak_t = e.t_ns, l.peak_step = e.step;
+        l.at_peak.clear();
+        for (auto& [k, b] : l.tensors) l.at_peak.push_back({k.substr(0, k.find('#')), b});
+      }
+    } else {
+      auto it = l.tensors.find(key);
+      if (it != l.tensors.end()) {
+        l.bytes -= it->second;
+        l.tensors.erase(it);
+      }
+    }
+  }
+  for (auto& [pool, l] : pools) {
+    std::sort(l.at_peak.begin(), l.at_peak.end(), [](auto& a, auto& b) { return a.second > b.second; });
+    out.pools.push_back({pool, l.peak, l.peak_t, l.peak_step, std::move(l.at_peak)});
+  }
+  return out;
+}
+
+CacheSimSection cache_sim_section(const std::vector<FileRead>& reads, const AnalyzeOptions& opt) {
+  CacheSimSection out;
+  out.granularity = opt.granularity;
+  out.page_bytes = opt.page_bytes;
+  const std::vector<Access> s = access_stream(reads, opt.granularity, opt.page_bytes);
+  out.accesses = s.size();
+  std::set<uint64_t> keys;
+  for (const Access& a : s) {
+    out.bytes_accessed += a.bytes;
+    if (keys.insert(a.key).second) out.unique_bytes += a.bytes;
+  }
+  for (uint64_t cap : opt.cache_sizes)
+    for (CachePolicy p : opt.policies) out.results.push_back(simulate_cache(s, cap, p));
+  return out;
+}
+
+Report analyze(const RunData& run, const AnalyzeOptions& opt) {
   // Pages up to 1 GiB (the largest huge pages): the miss-ratio curve doubles capacities from one page up to the bytes
   // read, and a read of L bytes is L / page accesses.
   if (opt.page_bytes == 0 || opt.page_bytes > kMaxPageBytes)
     fail("page size {} is outside 1 to {} bytes", opt.page_bytes, kMaxPageBytes);
   const trace::TraceContents& t = run.trace;
   const std::vector<FileRead> reads = file_reads(t);
-  json report = {{"format", "tensortrace.analysis"}, {"version", 1}, {"run_dir", run.dir}};
-  uint64_t file_size = run.memory_map.value("file_size", uint64_t{0});
-  if (run.run.contains("model")) {
-    report["model"] = {{"file", run.run["model"].value("file", "")},
-                       {"size_bytes", run.run["model"].value("size_bytes", 0)}};
-    if (!file_size) file_size = run.run["model"].value("size_bytes", uint64_t{0});
-  }
-  const int threads = run.run.contains("options") ? run.run["options"].value("threads", 1) : 1;
-  report["threads"] = threads;
-  report["n_steps"] = t.steps.size();
-  report["n_ops"] = t.ops.size();
-  report["trace_complete"] = t.complete;
-  if (!t.complete) report["trace_stop_reason"] = t.stop_reason;
-
-  // ---- Order ----
-  {
-    OrderAcc all;
-    std::map<std::string, OrderAcc> phases;
-    std::map<uint32_t, OrderAcc> steps;
-    std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> seq;  // step -> ranges
-    std::map<uint32_t, std::vector<std::string>> tensor_seq;
-    for (const FileRead& r : reads) {
-      all.add(r);
-      phases[step_phase(t, r.step)].add(r);
-      steps[r.step].add(r);
-      seq[r.step].push_back({r.offset, r.length});
-      if (tensor_seq[r.step].empty() || tensor_seq[r.step].back() != r.tensor) tensor_seq[r.step].push_back(r.tensor);
-    }
-    json jp = json::object();
-    for (auto& [name, acc] : phases) jp[name] = acc.to_json(false);
-    json js = json::array();
-    uint64_t same = 0, same_tensors = 0, compared = 0;
-    uint32_t prev_step = UINT32_MAX;
-    for (auto& [step, acc] : steps) {
-      json j = acc.to_json(true);
-      j["step"] = step;
-      j["phase"] = step_phase(t, step);
-      if (prev_step != UINT32_MAX && prev_step + 1 == step) {
-        const bool eq = seq[step] == seq[prev_step];
-        const bool eq_t = tensor_seq[step] == tensor_seq[prev_step];
-        j["same_reads_as_previous"] = eq;
-        j["same_tensors_as_previous"] = eq_t;
-        ++compared;
-        same += eq;
-        same_tensors += eq_t;
-      }
-      prev_step = step;
-      js.push_back(j);
-    }
-    report["order"] = {{"run", all.to_json(false)},
-                       {"phases", jp},
-                       {"steps", js},
-                       {"repeat",
-                        {{"steps_compared", compared},
-                         {"same_reads_as_previous", same},
-                         {"same_reads_share", compared ? static_cast<double>(same) / compared : 0.0},
-                         {"same_tensors_as_previous", same_tensors},
-                         {"same_tensors_share", compared ? static_cast<double>(same_tensors) / compared : 0.0}}}};
-  }
-
-  // ---- Hot and cold ----
-  {
-    struct TensorAcc {
-      uint64_t reads = 0, bytes = 0;
-      std::set<uint32_t> steps;
-      std::vector<std::pair<uint64_t, uint64_t>> iv;
-    };
-    std::map<std::string, TensorAcc> per;
-    std::vector<std::pair<uint64_t, uint64_t>> all_iv;
-    for (const FileRead& r : reads) {
-      TensorAcc& a = per[r.tensor];
-      ++a.reads;
-      a.bytes += r.length;
-      a.steps.insert(r.step);
-      a.iv.push_back({r.offset, r.offset + r.length});
-      all_iv.push_back({r.offset, r.offset + r.length});
-    }
-    json tensors = json::array();
-    uint64_t data_never = 0, tensor_total = 0;
-    const json mm_tensors = run.memory_map.value("tensors", json::array());
-    for (const json& mt : mm_tensors) {
-      const std::string name = mt["name"];
-      const uint64_t size = mt["size_bytes"];
-      tensor_total += size;
-      auto it = per.find(name);
-      uint64_t distinct = 0;
-      TensorAcc empty;
-      TensorAcc& a = it != per.end() ? it->second : empty;
-      distinct = union_bytes(a.iv);
-      data_never += size - std::min(size, distinct);
-      tensors.push_back({{"tensor", name},
-                         {"layer", mt["layer"]},
-                         {"category", mt.value("category", "")},
-                         {"type", mt.value("type", "")},
-                         {"offset", mt["offset_start"]},
-                         {"size_bytes", size},
-                         {"reads", a.reads},
-                         {"bytes_read", a.bytes},
-                         {"distinct_bytes_read", distinct},
-                         {"never_read_bytes", size - std::min(size, distinct)},
-                         {"steps_reading", a.steps.size()}});
-    }
-    std::sort(tensors.begin(), tensors.end(), [](const json& a, const json& b) {
-      return a["bytes_read"].get<uint64_t>() > b["bytes_read"].get<uint64_t>();
-    });
-    const uint64_t distinct_all = union_bytes(all_iv);
-    // File regions: sections, and the file cut in 32 equal bins.
-    json sections = json::array();
-    auto read_in = [&](uint64_t b, uint64_t e, uint64_t& total_read) {
-      std::vector<std::pair<uint64_t, uint64_t>> clip;
-      total_read = 0;
-      for (auto [x, y] : all_iv) {
-        const uint64_t lo = std::max(x, b), hi = std::min(y, e);
-        if (lo < hi) clip.push_back({lo, hi}), total_read += hi - lo;
-      }
-      return union_bytes(clip);
-    };
-    if (run.memory_map.contains("sections"))
-      for (auto& [name, range] : run.memory_map["sections"].items()) {
-        uint64_t total = 0;
-        const uint64_t b = range[0], e = range[1];
-        const uint64_t d = read_in(b, e, total);
-        sections.push_back(
-            {{"section", name}, {"begin", b}, {"end", e}, {"bytes_read", total}, {"distinct_bytes_read", d}});
-      }
-    json regions = json::array();
-    if (file_size) {
-      const int nbins = 32;
-      const uint64_t w = file_size / nbins + (file_size % nbins != 0);  // rounded up without overflowing
-      for (int i = 0; i < nbins; ++i) {
-        const uint64_t b = i * w, e = std::min(file_size, b + w);
-        uint64_t total = 0;
-        const uint64_t d = read_in(b, e, total);
-        regions.push_back({{"begin", b},
-                           {"end", e},
-                           {"bytes_read", total},
-                           {"distinct_bytes_read", d},
-                           {"touched_fraction", e > b ? static_cast<double>(d) / (e - b) : 0.0}});
-      }
-    }
-    // Reuse distances over pages.
-    const std::vector<Access> pages = access_stream(reads, Granularity::PAGE, opt.page_bytes);
-    const std::vector<uint64_t> dist = reuse_distances(pages);
-    std::map<int, uint64_t> bins;  // log2(bytes) -> count
-    uint64_t cold = 0;
-    for (uint64_t d : dist) {
-      if (d == UINT64_MAX) {
-        ++cold;
-        continue;
-      }
-      int b = 0;
-      while ((1ull << b) < d + opt.page_bytes) ++b;  // the capacity an LRU cache needs for this hit
-      ++bins[b];
-    }
-    json hist = json::array();
-    for (auto [b, n] : bins) hist.push_back({{"capacity_needed_bytes", 1ull << b}, {"count", n}});
-    // LRU miss-ratio curve from the distances.
-    json mrc = json::array();
-    uint64_t cap = opt.page_bytes;
-    const uint64_t unique = static_cast<uint64_t>(cold) * opt.page_bytes;
-    while (true) {
-      uint64_t misses = cold;
-      for (uint64_t d : dist)
-        if (d != UINT64_MAX && d + opt.page_bytes > cap) ++misses;
-      mrc.push_back({{"capacity", cap},
-                     {"misses", misses},
-                     {"miss_ratio", pages.empty() ? 0.0 : static_cast<double>(misses) / pages.size()}});
-      if (cap >= unique || cap > UINT64_MAX / 2) break;
-      cap *= 2;
-    }
-    report["hot_cold"] = {{"tensors", tensors},
-                          {"sections", sections},
-                          {"regions", regions},
-                          {"never_read",
-                           {{"file_bytes", file_size},
-                            {"distinct_bytes_read", distinct_all},
-                            {"file_bytes_never_read", file_size - std::min(file_size, distinct_all)},
-                            {"tensor_bytes", tensor_total},
-                            {"tensor_bytes_never_read", data_never}}},
-                          {"reuse_distance",
-                           {{"page_bytes", opt.page_bytes},
-                            {"accesses", pages.size()},
-                            {"cold", cold},
-                            {"unique_bytes", unique},
-                            {"histogram", hist}}},
-                          {"lru_miss_ratio_curve", mrc}};
-  }
-
-  // ---- File versus buffers, and speed ----
-  {
-    PoolAcc all;
-    std::map<std::string, PoolAcc> phases;
-    std::map<uint32_t, PoolAcc> steps;
-    std::map<int, PoolAcc> layers;
-    std::map<std::string, PoolAcc> kinds;
-    for (const trace::OpRecord& o : t.ops) {
-      if (op_is_view(o.op)) continue;
-      all.add(o);
-      phases[phase_name(o.phase)].add(o);
-      steps[o.step].add(o);
-      layers[o.layer].add(o);
-      kinds[op_name(o.op)].add(o);
-    }
-    json jp = json::object(), js = json::array(), jl = json::array(), jk = json::array();
-    for (auto& [p, a] : phases) jp[p] = a.to_json();
-    for (auto& [s, a] : steps) {
-      json j = a.to_json();
-      j["step"] = s;
-      j["phase"] = step_phase(t, s);
-      for (const trace::StepMarker& m : t.steps)
-        if (m.step == s && m.end_ns > m.start_ns) j["step_ns"] = m.end_ns - m.start_ns;
-      js.push_back(j);
-    }
-    for (auto& [l, a] : layers) {
-      json j = a.to_json();
-      j["layer"] = l;
-      jl.push_back(j);
-    }
-    for (auto& [k, a] : kinds) {
-      json j = a.to_json();
-      j["op"] = k;
-      jk.push_back(j);
-    }
-    std::sort(jk.begin(), jk.end(),
-              [](const json& a, const json& b) { return a["op_ns"].get<uint64_t>() > b["op_ns"].get<uint64_t>(); });
-    report["sources"] = {{"note", "time of each op split over the pools it reads in proportion to the bytes"},
-                         {"run", all.to_json()},
-                         {"phases", jp},
-                         {"steps", js},
-                         {"layers", jl},
-                         {"op_kinds", jk}};
-    json speed = {{"op_kinds", jk}, {"layers", jl}};
-    if (opt.measure_bandwidth) {
-      const Bandwidth& bw = measured_bandwidth(threads);
-      speed["bandwidth"] = bw.to_json();
-      const double achieved = all.op_ns ? (all.to_json()["total_bytes"].get<uint64_t>()) / (all.op_ns / 1e9) : 0;
-      speed["achieved_bytes_per_s"] = achieved;
-      const double ref = threads > 1 ? bw.multi_thread_bytes_per_s : bw.single_thread_bytes_per_s;
-      speed["achieved_fraction_of_bandwidth"] = ref > 0 ? achieved / ref : 0.0;
-      double best = 0;
-      std::string best_kind;
-      for (const json& k : jk)
-        if (k["bytes_per_s"].get<double>() > best) best = k["bytes_per_s"], best_kind = k["op"];
-      speed["fastest_op_kind"] = {
-          {"op", best_kind}, {"bytes_per_s", best}, {"fraction_of_bandwidth", ref > 0 ? best / ref : 0.0}};
-    }
-    report["speed"] = speed;
-    report["thread_time"] = thread_time(t);
-  }
-
-  // ---- Predictability ----
-  {
-    std::vector<std::vector<std::string>> by_range, by_tensor;
-    for (const FileRead& r : reads) {
-      if (by_range.size() <= r.step) by_range.resize(r.step + 1), by_tensor.resize(r.step + 1);
-      by_range[r.step].push_back(fmt::format("{}+{}", r.offset, r.length));
-      if (by_tensor[r.step].empty() || by_tensor[r.step].back() != r.tensor) by_tensor[r.step].push_back(r.tensor);
-    }
-    report["predictability"] = {
-        {"note", "predictors of the next MODEL_FILE access, trained on earlier steps only; scored on steps >= 1"},
-        {"ranges", predictability(by_range)},
-        {"tensors", predictability(by_tensor)}};
-  }
-
-  // ---- I/O ----
-  if (!t.io.empty()) report["io"] = io_summary(t);
-
-  // ---- Memory pressure ----
-  report["memory"] = memory_pressure(run.buffers);
-
-  // ---- Cache simulation ----
-  if (!opt.cache_sizes.empty()) {
-    const std::vector<Access> s = access_stream(reads, opt.granularity, opt.page_bytes);
-    uint64_t bytes = 0;
-    std::set<uint64_t> keys;
-    uint64_t unique = 0;
-    for (const Access& a : s) {
-      bytes += a.bytes;
-      if (keys.insert(a.key).second) unique += a.bytes;
-    }
-    json results = json::array();
-    for (uint64_t cap : opt.cache_sizes)
-      for (CachePolicy p : opt.policies) {
-        const CacheResult r = simulate_cache(s, cap, p);
-        results.push_back({{"policy", policy_name(p)},
-                           {"capacity", cap},
-                           {"accesses", r.accesses},
-                           {"hits", r.hits},
-                           {"misses", r.misses},
-                           {"cold_misses", r.cold_misses},
-                           {"miss_ratio", r.miss_ratio()},
-                           {"bytes_read_from_storage", r.bytes_missed},
-                           {"bytes_accessed", r.bytes_accessed}});
-      }
-    report["cache_sim"] = {{"granularity", opt.granularity == Granularity::PAGE ? "page" : "tensor"},
-                           {"page_bytes", opt.page_bytes},
-                           {"accesses", s.size()},
-                           {"bytes_accessed", bytes},
-                           {"unique_bytes", unique},
-                           {"results", results}};
-  }
-  return report;
+  Report r;
+  r.run_dir = run.dir;
+  r.has_model = run.info.has_model;
+  r.model_file = run.info.model_file;
+  r.model_size_bytes = run.info.model_size_bytes;
+  r.threads = run.info.threads.value_or(1);
+  r.n_steps = t.steps.size();
+  r.n_ops = t.ops.size();
+  r.trace_complete = t.complete;
+  r.trace_stop_reason = t.stop_reason;
+  r.order = order_section(t, reads);
+  r.hot_cold = hot_cold_section(run, reads, opt.page_bytes);
+  r.sources = sources_section(t);
+  r.speed = speed_section(r.sources, r.threads, opt.measure_bandwidth);
+  r.thread_time = thread_time(t);
+  r.predictability = predictability_section(reads);
+  r.io = io_summary(t);
+  r.memory = memory_section(run);
+  if (!opt.cache_sizes.empty()) r.cache_sim = cache_sim_section(reads, opt);
+  return r;
 }
 
 }  // namespace tt::analysis

@@ -13,7 +13,7 @@ using nlohmann::json;
 
 namespace {
 
-json run_summary(const RunFiles& r) {
+json run_summary(const RunData& r) {
   const trace::TraceContents& t = r.trace;
   json j = {{"run_dir", r.dir}};
   uint64_t ttft = 0, total = 0, gen = 0;
@@ -28,7 +28,7 @@ json run_summary(const RunFiles& r) {
   j["generation_ns"] = gen;
   j["end_ns"] = total;
   j["steps"] = t.steps.size();
-  if (r.run.contains("timings")) j["load_ns"] = r.run["timings"].value("load_ns", uint64_t{0});
+  if (r.info.load_ns) j["load_ns"] = *r.info.load_ns;
   if (r.run.contains("options")) {
     const json& o = r.run["options"];
     if (o.contains("prefetch")) j["prefetch"] = o["prefetch"];
@@ -92,7 +92,7 @@ json io_summary(const trace::TraceContents& t) {
           {"steps", js}};
 }
 
-json compare_runs(const RunFiles& a, const RunFiles& b) {
+json compare_runs(const RunData& a, const RunData& b) {
   json ja = run_summary(a), jb = run_summary(b);
   auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
   json c = {{"format", "tensortrace.comparison"}, {"version", 1}, {"a", ja}, {"b", jb}};

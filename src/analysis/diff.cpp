@@ -50,18 +50,18 @@ json stats_json(const trace::ValueStats& s) {
           {"nan", s.nan_count}, {"inf", s.inf_count}, {"hash", fmt::format("{:016x}", s.hash)}};
 }
 
-json run_info(const RunFiles& r) {
+json run_info(const RunData& r) {
   json j = {{"run_dir", r.dir}};
-  if (r.run.contains("model")) j["model"] = r.run["model"].value("file", "");
-  if (r.run.contains("options")) {
-    const json& o = r.run["options"];
-    j["threads"] = o.value("threads", 0);
-    if (o.contains("sampling")) {
-      j["temperature"] = o["sampling"].value("temperature", 0.0);
-      j["seed"] = o["sampling"].value("seed", 0);
+  const RunInfo& i = r.info;
+  if (i.has_model) j["model"] = i.model_file;
+  if (i.has_options) {
+    j["threads"] = i.threads.value_or(0);
+    if (i.sampling) {
+      j["temperature"] = i.sampling->temperature;
+      j["seed"] = i.sampling->seed;
     }
   }
-  if (r.run.contains("generated_text")) j["generated_text"] = r.run["generated_text"];
+  if (r.run.contains("generated_text")) j["generated_text"] = i.generated_text;
   bool values = false;
   for (const auto& o : r.trace.ops)
     if (o.has_stats) {
@@ -74,7 +74,7 @@ json run_info(const RunFiles& r) {
 
 }  // namespace
 
-json diff_runs(const RunFiles& a, const RunFiles& b, const DiffOptions& opt) {
+json diff_runs(const RunData& a, const RunData& b, const DiffOptions& opt) {
   json d = {{"format", "tensortrace.diff"}, {"version", 1}, {"tolerance", opt.tolerance}};
   d["a"] = run_info(a);
   d["b"] = run_info(b);
@@ -92,8 +92,8 @@ json diff_runs(const RunFiles& a, const RunFiles& b, const DiffOptions& opt) {
       if (first_token_diff < 0) first_token_diff = static_cast<int>(x.step);
     }
     json row = {{"step", x.step}, {"a", x.token}, {"b", y.token}, {"same", same}};
-    if (i < a.steps.size() && a.steps[i].contains("token_text")) row["a_text"] = a.steps[i]["token_text"];
-    if (i < b.steps.size() && b.steps[i].contains("token_text")) row["b_text"] = b.steps[i]["token_text"];
+    if (i < a.steps.size() && a.steps[i].json.contains("token_text")) row["a_text"] = a.steps[i].json["token_text"];
+    if (i < b.steps.size() && b.steps[i].json.contains("token_text")) row["b_text"] = b.steps[i].json["token_text"];
     tokens.push_back(row);
   }
   d["tokens"] = {{"steps_compared", n_steps},

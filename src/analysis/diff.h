@@ -17,7 +17,7 @@ struct DiffOptions {
   int top = 10;  // ops listed in the time and byte tables
 };
 
-nlohmann::json diff_runs(const RunFiles& a, const RunFiles& b, const DiffOptions& options);
+nlohmann::json diff_runs(const RunData& a, const RunData& b, const DiffOptions& options);
 std::string render_diff_text(const nlohmann::json& diff);
 
 }  // namespace tt::analysis

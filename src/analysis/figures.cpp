@@ -11,8 +11,6 @@
 
 namespace tt::analysis {
 
-using nlohmann::json;
-
 namespace {
 
 constexpr int kW = 720, kH = 400, kL = 70, kR = 150, kT = 40, kB = 60;
@@ -57,14 +55,13 @@ void save(const std::string& path, const std::string& svg) {
 }
 
 // Lines over a log2 x axis (capacity) with y in [0, 1].
-std::string mrc_svg(const json& r) {
+std::string mrc_svg(const Report& r) {
   std::map<std::string, std::vector<std::pair<double, double>>> series;
-  for (const json& m : r["hot_cold"]["lru_miss_ratio_curve"])
-    series["lru (reuse distances)"].push_back({m["capacity"].get<double>(), m["miss_ratio"].get<double>()});
-  if (r.contains("cache_sim"))
-    for (const json& x : r["cache_sim"]["results"])
-      series["sim " + x["policy"].get<std::string>()].push_back(
-          {x["capacity"].get<double>(), x["miss_ratio"].get<double>()});
+  for (const MissPoint& m : r.hot_cold.lru_miss_ratio_curve)
+    series["lru (reuse distances)"].push_back({static_cast<double>(m.capacity), m.miss_ratio});
+  if (r.cache_sim)
+    for (const CacheResult& x : r.cache_sim->results)
+      series[std::string("sim ") + policy_name(x.policy)].push_back({static_cast<double>(x.capacity), x.miss_ratio()});
   double xmin = 1e300, xmax = 0;
   for (auto& [n, pts] : series)
     for (auto [x, y] : pts) xmin = std::min(xmin, x), xmax = std::max(xmax, x);
@@ -143,19 +140,18 @@ std::string bars_svg(const std::string& title, const std::string& xlabel, const 
 
 }  // namespace
 
-std::vector<std::string> write_figures(const json& r, const std::string& dir) {
+std::vector<std::string> write_figures(const Report& r, const std::string& dir) {
   std::vector<std::string> files;
   save(dir + "/miss-ratio-curve.svg", mrc_svg(r));
   files.push_back("miss-ratio-curve.svg");
 
-  const std::vector<std::string> pools = {"MODEL_FILE", "KV_CACHE", "ACTIVATION", "INPUT", "SCRATCH"};
+  std::vector<std::string> pools;  // the columns of PoolTotals
+  for (int p = 0; p < kNumPools; ++p) pools.push_back(pool_name(static_cast<Pool>(p)));
   std::vector<std::string> labels;
   std::vector<std::vector<double>> values;
-  for (const json& st : r["sources"]["steps"]) {
-    labels.push_back(std::to_string(st["step"].get<uint32_t>()));
-    std::vector<double> row;
-    for (const std::string& p : pools) row.push_back(st[p]["bytes"].get<double>());
-    values.push_back(row);
+  for (const StepTotals& st : r.sources.steps) {
+    labels.push_back(std::to_string(st.step));
+    values.emplace_back(st.totals.bytes.begin(), st.totals.bytes.end());
   }
   save(dir + "/bytes-per-step.svg",
        bars_svg("Bytes read per step, by source", "step", "bytes read", labels, pools, values, " MiB", 1048576.0));
@@ -163,11 +159,10 @@ std::vector<std::string> write_figures(const json& r, const std::string& dir) {
 
   labels.clear();
   values.clear();
-  for (const json& l : r["sources"]["layers"]) {
-    const int layer = l["layer"];
+  for (const auto& [layer, t] : r.sources.layers) {
     labels.push_back(layer >= 0 ? std::to_string(layer) : "none");
     std::vector<double> row;
-    for (const std::string& p : pools) row.push_back(l[p]["ns"].get<double>());
+    for (double ns : t.ns) row.push_back(std::floor(ns));  // whole ns, as the JSON report gives them
     values.push_back(row);
   }
   save(dir + "/time-per-layer.svg", bars_svg("Op time per layer (split by the source of the bytes read)", "layer",

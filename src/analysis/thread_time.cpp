@@ -51,10 +51,11 @@ json thread_time(std::span<const trace::StepMarker> steps, std::span<const trace
   std::map<uint32_t, std::map<uint16_t, Spans>> spans;
   for (const trace::SpanRecord& s : all_spans)
     if (s.end_ns >= s.start_ns) spans[s.step][s.thread].push_back({s.start_ns, s.end_ns});
-  uint16_t n_threads = 0;
+  // Threads are numbered 0 to 65535: counted in 32 bits, so thread 65535 makes 65536 (in 16 bits, 0).
+  uint32_t n_threads = 0;
   for (auto& [step, threads] : spans) {
     for (auto& [thread, list] : threads) std::sort(list.begin(), list.end());
-    if (!threads.empty()) n_threads = std::max<uint16_t>(n_threads, threads.rbegin()->first + 1);
+    if (!threads.empty()) n_threads = std::max<uint32_t>(n_threads, threads.rbegin()->first + 1u);
   }
 
   // The step after each (steps are numbered in order; a killed run may lack the last ones' markers).
@@ -67,7 +68,7 @@ json thread_time(std::span<const trace::StepMarker> steps, std::span<const trace
 
   // Per phase, per step: the step's length and, per thread, its time in shares, outside them and its gaps.
   struct Acc {
-    explicit Acc(uint16_t n) : busy(n), outside(n), n_gaps(n), gaps(n), short_ns(n, 0) {}
+    explicit Acc(uint32_t n) : busy(n), outside(n), n_gaps(n), gaps(n), short_ns(n, 0) {}
     std::vector<uint64_t> step_ns;
     std::vector<uint64_t> after_ns;                            // from an ended step's end to the next step's begin
     std::vector<std::vector<uint64_t>> busy, outside, n_gaps;  // [thread][step]
@@ -83,8 +84,8 @@ json thread_time(std::span<const trace::StepMarker> steps, std::span<const trace
     a.step_ns.push_back(m.end_ns - m.start_ns);
     if (const trace::StepMarker* next = next_step(m.step); next != nullptr && next->start_ns >= m.end_ns)
       a.after_ns.push_back(next->start_ns - m.end_ns);
-    for (uint16_t th = 0; th < n_threads; ++th) {
-      const auto found = it->second.find(th);
+    for (uint32_t th = 0; th < n_threads; ++th) {
+      const auto found = it->second.find(static_cast<uint16_t>(th));
       const ThreadStep s = measure_thread(found == it->second.end() ? Spans{} : found->second, m.start_ns, m.end_ns);
       a.busy[th].push_back(s.busy_ns), a.outside[th].push_back(s.outside_ns), a.n_gaps[th].push_back(s.gaps.size());
       for (uint64_t g : s.gaps) {
@@ -98,7 +99,7 @@ json thread_time(std::span<const trace::StepMarker> steps, std::span<const trace
   json out = {{"short_gap_ns", kShortGapNs}, {"phases", json::object()}};
   for (const auto& [phase, a] : phases) {
     json threads = json::array();
-    for (uint16_t th = 0; th < n_threads; ++th) {
+    for (uint32_t th = 0; th < n_threads; ++th) {
       const uint64_t outside_total = sum(a.outside[th]);
       threads.push_back(
           {{"thread", th},

@@ -1,4 +1,4 @@
-// Exporters: a loaded run directory (export/run_data.h) written in formats other tools read (docs/export.md).
+// Exporters: a loaded run directory (trace/run_data.h) written in formats other tools read (docs/export.md).
 // Each writes atomically: a temporary name, renamed over `out` when complete, so `out` is never half-written.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "export/run_data.h"
+#include "trace/run_data.h"
 
 namespace tt::exporter {
 

@@ -6,9 +6,9 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/shape.h"
 #include "export/export.h"
 #include "trace/run_dir.h"
-#include "core/shape.h"
 
 namespace tt::exporter {
 
@@ -82,10 +82,7 @@ std::string perfetto_json(const RunData& run, const Progress& progress) {
 
   // Process and track names; tracks sorted: steps, then workers.
   std::string process = "tensortrace";
-  if (run.run.is_object()) {
-    const auto& model = run.run.value("model", nlohmann::json::object());
-    if (model.contains("file")) process += " " + model["file"].get<std::string>();
-  }
+  if (!run.info.model_file.empty()) process += " " + run.info.model_file;
   event(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"ts":0,"args":{{"name":{}}}}})", kPid,
                     json_string(process)));
   event(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"ts":0,"args":{{"name":"steps"}}}})", kPid,
@@ -152,9 +149,9 @@ std::string perfetto_json(const RunData& run, const Progress& progress) {
   // Buffer occupancy: per pool, live bytes of tensors; arena/scratch growth as a separate "reserved" counter.
   std::map<std::string, int64_t> live;
   for (const BufferEvent& e : run.buffer_events) {
-    const std::string counter = fmt::format("{} {} bytes", pool_name(e.pool), e.is_growth() ? "reserved" : "live");
+    const std::string counter = fmt::format("{} {} bytes", pool_name(e.pool), e.growth ? "reserved" : "live");
     int64_t& v = live[counter];
-    if (e.is_growth())
+    if (e.growth)
       v = static_cast<int64_t>(e.bytes);
     else
       v += e.alloc ? static_cast<int64_t>(e.bytes) : -static_cast<int64_t>(e.bytes);

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "export/export.h"
 #include "core/shape.h"
+#include "export/export.h"
 
 namespace tt::exporter {
 
@@ -151,8 +151,8 @@ void write_db(Db& db, const RunData& run, const Progress& progress) {
     put("n_threads", std::to_string(run.n_threads()));
     if (run.run.is_object()) {
       put("run_json", run.run.dump());
-      if (run.run.contains("model")) put("model", run.run["model"].value("file", ""));
-      if (run.run.contains("options")) put("prompt", run.run["options"].value("prompt", ""));
+      if (run.info.has_model) put("model", run.info.model_file);
+      if (run.run.contains("options")) put("prompt", run.info.prompt);
     }
   }
   {
@@ -296,14 +296,14 @@ void write_db(Db& db, const RunData& run, const Progress& progress) {
           .i(e.reuse)
           .run();
     Insert m(db, "INSERT INTO step_memory VALUES (?,?,?,?,?,?,?)");
-    for (const nlohmann::json& s : run.buffer_steps)
-      m.i(s.value("step", 0))
-          .u(s.value("activation_peak_bytes", uint64_t{0}))
-          .s(s.value("activation_peak_node", std::string()))
-          .u(s.value("arena_bytes", uint64_t{0}))
-          .u(s.value("scratch_bytes", uint64_t{0}))
-          .u(s.value("static_bytes", uint64_t{0}))
-          .u(s.value("total_peak_bytes", uint64_t{0}))
+    for (const BufferStep& s : run.buffer_steps)
+      m.i(s.step)
+          .u(s.activation_peak_bytes)
+          .s(s.activation_peak_node)
+          .u(s.arena_bytes)
+          .u(s.scratch_bytes)
+          .u(s.static_bytes)
+          .u(s.total_peak_bytes)
           .run();
   }
   db.exec(kIndices);

@@ -9,10 +9,10 @@
 #include <map>
 
 #include "core/error.h"
-#include "export/export.h"
-#include "gguf/memory_map.h"
 #include "core/shape.h"
 #include "core/text.h"
+#include "export/export.h"
+#include "gguf/memory_map.h"
 
 namespace tt::exporter {
 
@@ -195,7 +195,7 @@ json graph_json(const RunData& run, const trace::StepMarker& m, int n_layers) {
                      {"target", e.value("target", "")},
                      {"label", e.value("label", "")},
                      {"slot", e.value("slot", 0)}});
-  std::string date = run.run.is_object() ? run.run.value("date", "") : "";
+  std::string date = run.info.date;
   json meta = {{"total_nodes", nodes.size()},     {"total_edges", edges.size()},  {"layers", n_layers},
                {"timestamp_generated", date},     {"phase", phase_name(m.phase)}, {"graph", run.steps[m.step].graph},
                {"format_version", kFormatVersion}};
@@ -217,12 +217,18 @@ json memory_map_json(const RunData& run, int n_layers) {
                        {"category", weight_category(t)},
                        {"layer_id", layer_json(t.layer)},
                        {"component", weight_component(t.component)}});
-  return {{"model_name", run.memory_map.value("model_name", "")},
-          {"file", run.memory_map.value("file", "")},
-          {"total_size_bytes", run.memory_map.value("file_size", uint64_t{0})},
+  return {{"model_name", run.model_name},
+          {"file", run.model_path},
+          {"total_size_bytes", run.file_size.value_or(0)},
           {"metadata", {{"n_layers", n_layers}, {"n_vocab", cfg_int("n_vocab")}, {"n_embd", cfg_int("n_embd")}}},
           {"format_version", kFormatVersion},
           {"tensors", std::move(tensors)}};
+}
+
+json buffer_steps_json(const RunData& run) {
+  json steps = json::array();
+  for (const BufferStep& s : run.buffer_steps) steps.push_back(s.to_json());
+  return steps;
 }
 
 json buffer_timeline_json(const RunData& run) {
@@ -239,11 +245,11 @@ json buffer_timeline_json(const RunData& run) {
                       {"size_bytes", e.bytes},
                       {"name", e.tensor},
                       {"reuse", e.reuse},
-                      {"growth", e.is_growth()}});
+                      {"growth", e.growth}});
   return {{"format_version", kFormatVersion},
           {"total_events", events.size()},
           {"peak_bytes", run.peak_bytes},
-          {"steps", run.buffer_steps},
+          {"steps", buffer_steps_json(run)},
           {"events", std::move(events)}};
 }
 

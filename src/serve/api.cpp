@@ -10,11 +10,11 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "analysis/analysis.h"
 #include "analysis/thread_time.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/text.h"
-#include "trace/run_trace.h"
 
 namespace tt::serve {
 namespace {
@@ -23,19 +23,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 [[noreturn]] void bad(int status, std::string message) { throw ApiError{status, std::move(message)}; }
-
-json read_json_file(const fs::path& p, bool required) {
-  std::ifstream in(p);
-  if (!in) {
-    if (required) fail("cannot read '{}'", p.string());
-    return json();
-  }
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    fail("'{}' is not valid JSON: {}", p.string(), e.what());
-  }
-}
 
 bool parse_i64(const std::string& s, int64_t& out) {
   if (s.empty()) return false;
@@ -80,14 +67,6 @@ bool get_bool(const Params& p, const char* key, bool dflt) {
   bad(400, fmt::format("parameter '{}': '{}' is not 0 or 1", key, it->second));
 }
 
-std::string buffer_name(int id) {
-  if (id == 0) return "inputs";
-  if (id == 1) return "activation arena";
-  if (id == 2) return "scratch";
-  if (id >= 3) return fmt::format("{} cache L{}", (id - 3) % 2 == 0 ? "K" : "V", (id - 3) / 2);
-  return "?";
-}
-
 // Adds the bytes of [a, b) that fall in [start, start + bins*width) to the bins (bytes per bin).
 void add_range(std::vector<double>& acc, double start, double width, uint64_t a, uint64_t b, double mult = 1) {
   const double lo = std::max<double>(static_cast<double>(a), start);
@@ -117,46 +96,15 @@ json rounded(const std::vector<double>& v, double width) {
 
 }  // namespace
 
-ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
-  const fs::path root(dir);
-  if (!fs::is_directory(root)) fail("'{}' is not a directory", dir);
-  if (!fs::exists(root / "trace.bin")) fail("'{}' has no trace.bin (not a run directory?)", dir);
-  run_ = read_json_file(root / "run.json", false);
-  if (run_.is_null()) run_ = json::object();
-  memory_map_ = read_json_file(root / "memory-map.json", false);
-  graph_index_ = read_json_file(root / "graphs" / "index.json", false);
-  if (graph_index_.is_object() && graph_index_.contains("steps")) {
-    for (const json& s : graph_index_["steps"]) {
-      const size_t step = s.value("step", 0);
-      const int g = s.value("graph", 0);
-      if (step_graph_.size() <= step) step_graph_.resize(step + 1, -1);
-      step_graph_[step] = g;
-      if (!graphs_.count(g)) graphs_[g] = read_json_file(root / "graphs" / fmt::format("graph-{:04}.json", g), false);
-    }
-  }
-  {
-    std::ifstream in(root / "steps.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      try {
-        steps_jsonl_.push_back(json::parse(line));
-      } catch (const json::exception&) {
-        break;  // a torn last line of a killed run
-      }
-    }
-  }
-  index_trace();  // checks the trace against memory_map_ as read (null when absent)
-  if (memory_map_.is_null()) memory_map_ = json{{"tensors", json::array()}, {"file_size", 0}};
+ServedRun::ServedRun(const std::string& dir) : dir_(dir), run_(load_run(dir)) {
+  memory_map_ = run_.memory_map.is_null() ? json{{"tensors", json::array()}, {"file_size", 0}} : run_.memory_map;
+  complete_ = run_.trace.complete;
+  stop_reason_ = run_.trace.stop_reason;
+  index_trace();
   load_buffers();
-  std::sort(buffers_.begin(), buffers_.end(), [](const Buffer& a, const Buffer& b) { return a.id < b.id; });
-  for (Buffer& x : buffers_) x.name = buffer_name(x.id);  // also for buffers seen only in the trace (no buffers.json)
   // run.json is written last, just before RUN_DIR.partial is renamed: without it (or under the partial name) the
   // run was killed or is still running, even when its trace ends on a record boundary.
-  std::string name = dir;
-  while (name.size() > 1 && name.back() == '/') name.pop_back();
-  const bool finished = fs::exists(root / "run.json") && !name.ends_with(".partial");
-  if (!finished) {
+  if (!run_.finished || run_.dir.ends_with(".partial")) {
     complete_ = false;
     if (stop_reason_.empty()) stop_reason_ = "the run did not finish (no run.json: killed or still running)";
   }
@@ -166,19 +114,6 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir) {
 }
 
 void ServedRun::index_trace() {
-  trace::TraceContents t = trace::read_run_trace(dir_, memory_map_);
-  complete_ = t.complete;
-  stop_reason_ = t.stop_reason;
-  markers_ = std::move(t.steps);
-  ops_ = std::move(t.ops);
-  spans_ = std::move(t.spans);
-  auto by_step = [](const trace::OpRecord& a, const trace::OpRecord& b) {
-    return a.step != b.step ? a.step < b.step : a.node < b.node;
-  };
-  if (!std::is_sorted(ops_.begin(), ops_.end(), by_step)) std::stable_sort(ops_.begin(), ops_.end(), by_step);
-  size_t steps = markers_.size();
-  if (!ops_.empty()) steps = std::max<size_t>(steps, ops_.back().step + 1);
-  step_ops_.assign(steps, {0, 0});
   struct Key {
     int32_t b;
     uint64_t o, l;
@@ -196,115 +131,70 @@ void ServedRun::index_trace() {
     if (fresh) touches_.push_back({t, {}});
     touches_[it->second].steps.push_back(step);
   };
-  for (size_t i = 0; i < ops_.size();) {
-    size_t j = i;
-    while (j < ops_.size() && ops_[j].step == ops_[i].step) ++j;
-    step_ops_[ops_[i].step] = {i, j};
-    i = j;
-  }
-  std::map<int, Buffer> buffers;
-  auto note_buffer = [&](Pool pool, int id, uint64_t end) {
-    if (pool == Pool::MODEL_FILE || id < 0) return;
-    Buffer& b = buffers[id];
-    b.id = id;
-    b.pool = pool;
-    b.size = std::max(b.size, end);
-  };
   for (const trace::OpRecord& o : ops_) {
     for (const trace::TensorRecord& in : o.inputs) {
       for (const trace::RangeRecord& r : in.ranges) {
         if (r.length == 0) continue;
-        const bool file = r.pool == Pool::MODEL_FILE;
-        touch(o.step, {file ? -1 : r.buffer_id, r.offset, r.length, false});
-        note_buffer(r.pool, r.buffer_id, r.offset + r.length);
+        touch(o.step, {r.pool == Pool::MODEL_FILE ? -1 : r.buffer_id, r.offset, r.length, false});
       }
     }
-    if (o.write.length > 0 && o.write.pool != Pool::MODEL_FILE) {
+    if (o.write.length > 0 && o.write.pool != Pool::MODEL_FILE)
       touch(o.step, {o.write.buffer_id, o.write.offset, o.write.length, true});
-      note_buffer(o.write.pool, o.write.buffer_id, o.write.offset + o.write.length);
-    }
     t_end_ns_ = std::max(t_end_ns_, o.end_ns);
   }
   for (const trace::StepMarker& m : markers_) t_end_ns_ = std::max(t_end_ns_, m.end_ns);
+  spans_ = run_.trace.spans;
   std::sort(spans_.begin(), spans_.end(),
             [](const trace::SpanRecord& a, const trace::SpanRecord& b) { return a.start_ns < b.start_ns; });
   for (const trace::SpanRecord& s : spans_) {
-    max_span_ns_ = std::max(max_span_ns_, s.end_ns - s.start_ns);
+    max_span_ns_ = std::max(max_span_ns_, s.end_ns > s.start_ns ? s.end_ns - s.start_ns : 0);
     n_threads_ = std::max<int>(n_threads_, s.thread + 1);
     t_end_ns_ = std::max(t_end_ns_, s.end_ns);
   }
-  for (auto& [id, b] : buffers) buffers_.push_back(b);
 }
 
 void ServedRun::load_buffers() {
-  json b = read_json_file(fs::path(dir_) / "buffers.json", false);
-  if (!b.is_object()) return;
-  buffer_steps_ = b.value("steps", json::array());
-  json& events = b["events"];
-  if (!events.is_array()) return;
-  std::map<std::string, size_t> pool_index;
+  std::map<Pool, size_t> pool_index;
   std::vector<int64_t> live;
   int64_t last_step = -1;
-  for (const json& e : events) {
-    if (!e.is_array() || e.size() < 8) continue;
-    const std::string pool = e[3].get<std::string>();
-    const std::string tensor = e[7].get<std::string>();
-    const int id = e[4].get<int>();
-    const uint64_t end = e[5].get<uint64_t>() + e[6].get<uint64_t>();
-    // buffer sizes (grow events are the whole buffer)
-    auto it = std::find_if(buffers_.begin(), buffers_.end(), [&](const Buffer& x) { return x.id == id; });
-    if (it == buffers_.end()) {
-      Buffer nb;
-      nb.id = id;
-      nb.pool = pool == "KV_CACHE"  ? Pool::KV_CACHE
-                : pool == "SCRATCH" ? Pool::SCRATCH
-                : pool == "INPUT"   ? Pool::INPUT
-                                    : Pool::ACTIVATION;
-      nb.size = end;
-      buffers_.push_back(nb);
-    } else {
-      it->size = std::max(it->size, end);
-    }
-    if (tensor.size() > 7 && tensor.compare(tensor.size() - 7, 7, "(grow)") == 0) continue;
-    if (!pool_index.count(pool)) {
-      pool_index[pool] = buffer_pools_.size();
-      buffer_pools_.push_back(pool);
+  for (const BufferEvent& e : run_.buffer_events) {
+    if (e.growth) continue;  // the whole buffer, not a tensor in it
+    if (!pool_index.count(e.pool)) {
+      pool_index[e.pool] = buffer_pools_.size();
+      buffer_pools_.push_back(pool_name(e.pool));
       live.push_back(0);
       live_bytes_.emplace_back(live_t_.size(), 0);
     }
-    const size_t k = pool_index[pool];
+    const size_t k = pool_index[e.pool];
     // The arena, scratch and inputs are reused from scratch every step: what a step leaves allocated (its
     // outputs) is gone when the next step begins.
-    const int64_t step = e[1].get<int64_t>();
-    if (step != last_step) {
-      for (const auto& [name, q] : pool_index)
-        if (name != "KV_CACHE") live[q] = 0;
-      last_step = step;
+    if (e.step != last_step) {
+      for (const auto& [pool, q] : pool_index)
+        if (pool != Pool::KV_CACHE) live[q] = 0;
+      last_step = e.step;
     }
-    live[k] += (e[2].get<std::string>() == "a" ? 1 : -1) * e[6].get<int64_t>();
-    live_t_.push_back(e[0].get<uint64_t>());
+    // Byte counts are below 2^63 in any real run; a wrapped sum only draws a wrong curve.
+    live[k] += (e.alloc ? 1 : -1) * static_cast<int64_t>(e.bytes);
+    live_t_.push_back(e.t_ns);
     int64_t total = 0;
     for (size_t q = 0; q < live.size(); ++q) {
       live_bytes_[q].push_back(live[q]);
       total += live[q];
     }
-    if (static_cast<uint64_t>(total) > peak_bytes_) {
+    if (total > 0 && static_cast<uint64_t>(total) > peak_bytes_) {
       peak_bytes_ = total;
       peak_t_ = live_t_.back();
     }
   }
-  buffer_events_ = std::move(events);
 }
 
 json ServedRun::summary_entry(size_t index) const {
-  const json model = run_.value("model", json::object());
-  const json options = run_.value("options", json::object());
   return {{"index", index},
           {"dir", dir_},
           {"name", fs::path(dir_).filename().string()},
-          {"model", model.value("file", memory_map_.value("file", ""))},
-          {"prompt", options.value("prompt", "")},
-          {"generated_text", run_.value("generated_text", "")},
+          {"model", run_.info.model_file.empty() ? run_.model_path : run_.info.model_file},
+          {"prompt", run_.info.prompt},
+          {"generated_text", run_.info.generated_text},
           {"steps", n_steps()},
           {"ops", ops_.size()},
           {"complete", complete_}};
@@ -312,7 +202,7 @@ json ServedRun::summary_entry(size_t index) const {
 
 json ServedRun::run_json() const {
   json buffers = json::array();
-  for (const Buffer& b : buffers_)
+  for (const RunBuffer& b : run_.buffers)
     buffers.push_back({{"id", b.id}, {"pool", pool_name(b.pool)}, {"name", b.name}, {"size", b.size}});
   json derived = {{"dir", dir_},
                   {"steps", n_steps()},
@@ -322,9 +212,9 @@ json ServedRun::run_json() const {
                   {"t_end_ns", t_end_ns_},
                   {"complete", complete_},
                   {"stop_reason", stop_reason_},
-                  {"graphs", graphs_.size()},
+                  {"graphs", run_.graphs.size()},
                   {"buffers", buffers},
-                  {"file_size", memory_map_.value("file_size", 0)}};
+                  {"file_size", run_.file_size.value_or(0)}};
   json times = json::array();
   for (size_t st = 0; st < n_steps(); ++st) {
     if (st < markers_.size()) {
@@ -336,8 +226,10 @@ json ServedRun::run_json() const {
     }
   }
   derived["step_times"] = std::move(times);
-  derived["step_graph"] = step_graph_;
-  return {{"run", run_}, {"derived", derived}};
+  json step_graph = json::array();
+  for (const RunStep& st : run_.steps) step_graph.push_back(st.graph);
+  derived["step_graph"] = std::move(step_graph);
+  return {{"run", run_.run.is_null() ? json::object() : run_.run}, {"derived", derived}};
 }
 
 uint32_t ServedRun::parse_step(const Params& p, const char* key, uint32_t dflt) const {
@@ -352,8 +244,8 @@ json ServedRun::steps(const Params& p) const {
   json rows = json::array();
   for (int64_t s = from; s <= to; ++s) {
     json row;
-    if (static_cast<size_t>(s) < steps_jsonl_.size()) {
-      row = steps_jsonl_[s];
+    if (static_cast<size_t>(s) < run_.steps.size()) {
+      row = run_.steps[s].json;
     } else {
       row = json{{"step", s}};
       if (static_cast<size_t>(s) < markers_.size()) {
@@ -576,9 +468,9 @@ json ServedRun::spans(const Params& p) const {
 
 json ServedRun::graph(const Params& p) const {
   const uint32_t step = parse_step(p, "step", 0);
-  if (step >= step_graph_.size() || step_graph_[step] < 0 || !graphs_.count(step_graph_[step]))
-    bad(404, fmt::format("no graph recorded for step {}", step));
-  const int gid = step_graph_[step];
+  const json* g = run_.graph_of_step(step);
+  if (!g) bad(404, fmt::format("no graph recorded for step {}", step));
+  const int gid = run_.steps[step].graph;
   json timing = json::array();
   const auto [b, e] = step_ops_[step];
   for (size_t i = b; i < e; ++i) {
@@ -592,7 +484,7 @@ json ServedRun::graph(const Params& p) const {
             {"timing", std::move(timing)}};
   return {{"step", step},
           {"graph_id", gid},
-          {"graph", graphs_.at(gid)},
+          {"graph", *g},
           {"timing_columns", {"node", "start_ns", "end_ns", "thread", "i"}},
           {"timing", std::move(timing)}};
 }
@@ -626,14 +518,16 @@ json ServedRun::buffers(const Params& p) const {
   }
   json events = json::array();
   size_t n_events = 0;
-  std::vector<const json*> in;
-  for (const json& e : buffer_events_) {
-    const double t = e[0].get<double>();
+  std::vector<const BufferEvent*> in;
+  for (const BufferEvent& e : run_.buffer_events) {
+    const double t = static_cast<double>(e.t_ns);
     if (t >= t0 && t <= t1) in.push_back(&e);
   }
   n_events = in.size();
   if (static_cast<int64_t>(n_events) <= max_events)
-    for (const json* e : in) events.push_back(*e);
+    for (const BufferEvent* e : in) events.push_back(e->to_json());
+  json buffer_steps = json::array();
+  for (const BufferStep& b : run_.buffer_steps) buffer_steps.push_back(b.to_json());
   return {{"t0", t0},
           {"t1", t1},
           {"px", px},
@@ -643,13 +537,13 @@ json ServedRun::buffers(const Params& p) const {
           {"event_count", n_events},
           {"events_columns", {"t_ns", "step", "kind", "pool", "buffer_id", "offset", "bytes", "tensor", "reuse"}},
           {"events", std::move(events)},
-          {"steps", buffer_steps_}};
+          {"steps", buffer_steps}};
 }
 
 json ServedRun::heatmap(const Params& p) const {
   const uint32_t step = parse_step(p, "step", static_cast<uint32_t>(std::max<size_t>(n_steps(), 1) - 1));
   const bool cumulative = get_bool(p, "cumulative", true);
-  const uint64_t file_size = memory_map_.value("file_size", uint64_t{0});
+  const uint64_t file_size = run_.file_size.value_or(0);
   const int64_t bins = get_int(p, "bins", 1000, 1, 20000);
   const int64_t tbins = get_int(p, "track_bins", 512, 1, 20000);
   const double start = get_num(p, "start", 0, 0, static_cast<double>(std::max<uint64_t>(file_size, 1)));
@@ -666,7 +560,7 @@ json ServedRun::heatmap(const Params& p) const {
     std::vector<double> read, write;
   };
   Track kv{"KV cache", {}, 0, {}, {}}, act{"activations", {}, 0, {}, {}};
-  for (const Buffer& b : buffers_) {
+  for (const RunBuffer& b : run_.buffers) {
     Track& t = b.pool == Pool::KV_CACHE ? kv : act;
     t.base.push_back({b.id, t.size});
     t.size += b.size;
@@ -676,9 +570,10 @@ json ServedRun::heatmap(const Params& p) const {
   for (Track* t : {&kv, &act})
     for (auto [id, base] : t->base) where[id] = {t, base};
 
-  const json& tensors = memory_map_["tensors"];
-  std::vector<std::pair<uint64_t, size_t>> by_offset;  // offset_start -> tensor index
-  for (size_t i = 0; i < tensors.size(); ++i) by_offset.push_back({tensors[i].value("offset_start", uint64_t{0}), i});
+  // Tensors by their index in memory-map.json, which the viewer has (run_.tensors is sorted by offset).
+  const std::vector<MapTensor>& tensors = run_.tensors;
+  std::vector<std::pair<uint64_t, size_t>> by_offset;  // offset_start -> tensor index in memory-map.json
+  for (const MapTensor& t : tensors) by_offset.push_back({t.offset_start, t.index});
   std::sort(by_offset.begin(), by_offset.end());
   std::vector<uint64_t> t_reads(tensors.size(), 0), t_bytes(tensors.size(), 0);
 
@@ -722,8 +617,8 @@ json ServedRun::heatmap(const Params& p) const {
     for (const auto& entry : t->base) {
       const auto id = entry.first;
       const auto base = entry.second;
-      auto it = std::find_if(buffers_.begin(), buffers_.end(), [id](const Buffer& b) { return b.id == id; });
-      if (it == buffers_.end()) continue;  // bases are built from buffers_, so this cannot happen
+      auto it = std::find_if(run_.buffers.begin(), run_.buffers.end(), [id](const RunBuffer& b) { return b.id == id; });
+      if (it == run_.buffers.end()) continue;  // bases are built from run_.buffers, so this cannot happen
       segs.push_back({{"buffer_id", id},
                       {"name", it->name},
                       {"pool", pool_name(it->pool)},
@@ -755,45 +650,30 @@ json ServedRun::heatmap(const Params& p) const {
           {"tracks", std::move(tracks)}};
 }
 
+// The figures `analyze` reports (analysis::sources_section, analysis::tensor_reads), so the viewer and `analyze`
+// agree: per step the non-view ops, their time and the bytes they read; per layer and op kind the ops' time; the
+// tensors read most.
 json ServedRun::compute_summary() const {
+  const analysis::SourcesSection src = analysis::sources_section(run_.trace);
+  std::vector<const analysis::PoolTotals*> per_step(n_steps(), nullptr);
+  for (const analysis::StepTotals& s : src.steps) per_step[s.step] = &s.totals;
+  const analysis::PoolTotals none;
   json steps = json::array();
-  const size_t nk = static_cast<size_t>(OpKind::kCount);
-  std::map<int, uint64_t> layer_ns;
-  std::vector<uint64_t> kind_ns(nk, 0), kind_count(nk, 0);
-  std::map<std::string, std::pair<uint64_t, uint64_t>> tensor_reads;  // name -> reads, bytes
   for (size_t s = 0; s < n_steps(); ++s) {
-    const auto [b, e] = step_ops_[s];
-    uint64_t fb = 0, bb = 0, ns = 0;
-    for (size_t i = b; i < e; ++i) {
-      const trace::OpRecord& o = ops_[i];
-      const uint64_t d = o.end_ns - o.start_ns;
-      ns += d;
-      layer_ns[o.layer] += d;
-      kind_ns[static_cast<size_t>(o.op)] += d;
-      kind_count[static_cast<size_t>(o.op)] += 1;
-      for (const trace::TensorRecord& in : o.inputs) {
-        uint64_t bytes = 0;
-        bool file = false;
-        for (const trace::RangeRecord& r : in.ranges) {
-          (r.pool == Pool::MODEL_FILE ? fb : bb) += r.length;
-          if (r.pool == Pool::MODEL_FILE) file = true, bytes += r.length;
-        }
-        if (file) {
-          auto& tr = tensor_reads[in.name];
-          tr.first += 1;
-          tr.second += bytes;
-        }
-      }
-    }
-    json row = {{"step", s}, {"ops", e - b}, {"op_ns", ns}, {"file_bytes", fb}, {"buffer_bytes", bb}};
-    if (s < markers_.size()) {
-      row["phase"] = phase_name(markers_[s].phase);
-      row["start_ns"] = markers_[s].start_ns;
-      row["end_ns"] = markers_[s].end_ns;
-      row["token"] = markers_[s].token;
-    }
-    if (s < steps_jsonl_.size()) {
-      const json& j = steps_jsonl_[s];
+    const analysis::PoolTotals& t = per_step[s] ? *per_step[s] : none;
+    const uint64_t file = t.bytes[static_cast<int>(Pool::MODEL_FILE)];
+    json row = {{"step", s},
+                {"ops", t.ops},
+                {"op_ns", t.op_ns},
+                {"file_bytes", file},
+                {"buffer_bytes", t.total_bytes() - file}};
+    const trace::StepMarker& m = markers_[s];
+    row["phase"] = phase_name(m.phase);
+    row["start_ns"] = m.start_ns;
+    row["end_ns"] = m.end_ns;
+    row["token"] = m.token;
+    if (s < run_.steps.size()) {
+      const json& j = run_.steps[s].json;
       row["token_text"] = j.value("token_text", json());
       row["entropy"] = j.value("entropy", json());
       row["top1_top2_gap"] = j.value("top1_top2_gap", json());
@@ -801,19 +681,20 @@ json ServedRun::compute_summary() const {
     steps.push_back(std::move(row));
   }
   json layers = json::array();
-  for (const auto& [l, ns] : layer_ns) layers.push_back({{"layer", l >= 0 ? json(l) : json()}, {"ns", ns}});
+  for (const auto& [l, t] : src.layers) layers.push_back({{"layer", l >= 0 ? json(l) : json()}, {"ns", t.op_ns}});
   json kinds = json::array();
-  for (size_t k = 0; k < nk; ++k)
-    if (kind_count[k])
-      kinds.push_back({{"op", op_name(static_cast<OpKind>(k))}, {"count", kind_count[k]}, {"ns", kind_ns[k]}});
-  std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> hot(tensor_reads.begin(), tensor_reads.end());
-  std::sort(hot.begin(), hot.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  for (const auto& [k, t] : src.op_kinds) kinds.push_back({{"op", k}, {"count", t.ops}, {"ns", t.op_ns}});
+  const std::map<std::string, analysis::TensorReads> reads = analysis::tensor_reads(analysis::file_reads(run_.trace));
+  std::vector<std::pair<std::string, const analysis::TensorReads*>> hot;
+  for (const auto& [name, r] : reads) hot.push_back({name, &r});
+  std::stable_sort(hot.begin(), hot.end(),
+                   [](const auto& a, const auto& b) { return a.second->bytes > b.second->bytes; });
   if (hot.size() > 25) hot.resize(25);
   json hottest = json::array();
-  for (const auto& [name, rb] : hot) hottest.push_back({{"name", name}, {"reads", rb.first}, {"bytes", rb.second}});
+  for (const auto& [name, r] : hot) hottest.push_back({{"name", name}, {"reads", r->reads}, {"bytes", r->bytes}});
   return {{"steps", std::move(steps)},        {"layers", std::move(layers)},
           {"op_kinds", std::move(kinds)},     {"hottest_tensors", std::move(hottest)},
-          {"peak_buffer_bytes", peak_bytes_}, {"thread_time", analysis::thread_time(markers_, spans_)}};
+          {"peak_buffer_bytes", peak_bytes_}, {"thread_time", analysis::thread_time(markers_, run_.trace.spans)}};
 }
 
 bool host_allowed(const std::string& host_header, const std::vector<std::string>& names) {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "trace/records.h"
+#include "trace/run_data.h"
 
 namespace tt::serve {
 
@@ -20,10 +20,12 @@ struct Response {
   std::string body;  // JSON
 };
 
-// One loaded run directory.
+// One loaded run directory (tt::load_run), indexed for the viewer's range queries.
 class ServedRun {
  public:
   explicit ServedRun(const std::string& dir);  // throws tt::Error when it is not a readable run directory
+  ServedRun(const ServedRun&) = delete;        // members refer into run_
+  ServedRun& operator=(const ServedRun&) = delete;
 
   const std::string& dir() const { return dir_; }
   nlohmann::json summary_entry(size_t index) const;  // for /api/runs
@@ -38,13 +40,6 @@ class ServedRun {
   nlohmann::json heatmap(const Params& p) const;
   const nlohmann::json& summary() const { return summary_; }
 
-  // A tracked runtime buffer (KV cache layers, activation arena, scratch, inputs).
-  struct Buffer {
-    int id = -1;
-    Pool pool = Pool::ACTIVATION;
-    std::string name;
-    uint64_t size = 0;
-  };
   // A byte range touched by an op, reduced to what the heatmap needs.
   struct Touch {
     int32_t buffer_id;  // -1: model file
@@ -57,21 +52,18 @@ class ServedRun {
   void load_buffers();
   nlohmann::json op_row(size_t i) const;
   nlohmann::json compute_summary() const;
-  size_t n_steps() const { return step_ops_.size(); }
+  size_t n_steps() const { return run_.step_ops.size(); }
   uint32_t parse_step(const Params& p, const char* key, uint32_t dflt) const;
 
   std::string dir_;
-  nlohmann::json run_, memory_map_, graph_index_;
-  std::vector<nlohmann::json> steps_jsonl_;
-  std::map<int, nlohmann::json> graphs_;  // graph id -> graphs/graph-NNNN.json
-  std::vector<int> step_graph_;           // step -> graph id
-
-  std::vector<trace::StepMarker> markers_;
-  std::vector<trace::OpRecord> ops_;
-  std::vector<std::string> lower_names_;  // ops_[i].name in lower case (name filter)
+  RunData run_;
+  nlohmann::json memory_map_;  // as the viewer gets it: memory-map.json, or no tensors when absent
+  const std::vector<trace::StepMarker>& markers_ = run_.trace.steps;
+  const std::vector<trace::OpRecord>& ops_ = run_.trace.ops;
+  const std::vector<std::pair<size_t, size_t>>& step_ops_ = run_.step_ops;  // step -> [first, last) in ops_
+  std::vector<std::string> lower_names_;                                    // ops_[i].name in lower case (name filter)
   nlohmann::json summary_;
-  std::vector<std::pair<size_t, size_t>> step_ops_;  // step -> [first, last) in ops_
-  std::vector<trace::SpanRecord> spans_;             // sorted by start
+  std::vector<trace::SpanRecord> spans_;  // sorted by start
   uint64_t max_span_ns_ = 0, t_end_ns_ = 0;
   int n_threads_ = 0;
   bool complete_ = true;
@@ -84,13 +76,11 @@ class ServedRun {
     std::vector<uint32_t> steps;
   };
   std::vector<UniqueTouch> touches_;
-  std::vector<Buffer> buffers_;
 
-  // buffers.json: events and a live-bytes series per pool
+  // buffers.json: a live-bytes series per pool
   std::vector<std::string> buffer_pools_;         // pool names in the series
   std::vector<uint64_t> live_t_;                  // event times
   std::vector<std::vector<int64_t>> live_bytes_;  // [pool][event index] live bytes after the event
-  nlohmann::json buffer_events_, buffer_steps_;
   uint64_t peak_bytes_ = 0, peak_t_ = 0;
 };
 

@@ -14,6 +14,7 @@
 #include "gguf/memory_map.h"
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
+#include "trace/run_data.h"
 
 namespace tt {
 
@@ -106,9 +107,9 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
       prefetcher = std::make_unique<Prefetcher>(f.fd(), f.file_size(), Prefetcher::Mode::NEXT_LAYER);
     } else if (o.prefetch.rfind("from:", 0) == 0) {
       const std::string rec_dir = o.prefetch.substr(5);
-      const trace::TraceContents rec = trace::read_trace(rec_dir + "/trace.bin");
+      const RunData rec = load_run(rec_dir, {.graphs = false});
       Prefetcher::Plan plan;
-      for (const trace::OpRecord& op : rec.ops) {
+      for (const trace::OpRecord& op : rec.trace.ops) {
         if (plan.size() <= op.step) plan.resize(op.step + 1);
         auto& nodes = plan[op.step];
         if (nodes.size() <= op.node) nodes.resize(op.node + 1);
