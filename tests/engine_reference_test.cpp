@@ -47,7 +47,7 @@ TEST_P(EngineReference, MatchesLlamaCpp) {
   TT_REQUIRE_SHARED();
   const std::string model_name = GetParam();
   auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
-  Engine engine(*model, {1024, 2, GgmlType::F16});
+  Engine engine(*model, {1024, 2, GgmlType::F16, test::reference_build(model_name)});
   const Bar bar = bar_for(model_name);
   float worst_first = 0, worst_top5 = 0;
   for (const test::GreedyCase& c : test::load_greedy_cases(model_name)) {
@@ -101,7 +101,7 @@ TEST_P(EngineReference, FreeRunningGreedy) {
   TT_REQUIRE_SHARED();
   const std::string model_name = GetParam();
   auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
-  Engine engine(*model, {1024, 2, GgmlType::F16});
+  Engine engine(*model, {1024, 2, GgmlType::F16, test::reference_build(model_name)});
   const Bar bar = bar_for(model_name);
   for (const test::GreedyCase& c : test::load_greedy_cases(model_name)) {
     SCOPED_TRACE("prompt " + std::to_string(c.index));
@@ -127,7 +127,7 @@ TEST_P(EngineReference, RoutingMatchesLlamaCpp) {
   const std::vector<test::GreedyCase> cases = test::load_greedy_cases(model_name);
   if (cases.empty() || cases.front().routing.empty()) GTEST_SKIP() << model_name << " has no routing records";
   auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
-  Engine engine(*model, {1024, 2, GgmlType::F16});
+  Engine engine(*model, {1024, 2, GgmlType::F16, test::reference_build(model_name)});
   int checked = 0, near_ties = 0;
   float worst_weight = 0;
   for (const test::GreedyCase& c : cases) {
@@ -180,7 +180,7 @@ TEST_P(EngineReference, DISABLED_DiffSummary) {
   TT_REQUIRE_SHARED();
   const std::string model_name = GetParam();
   auto model = load_model(test::shared_path("models/" + model_name + ".gguf"));
-  Engine engine(*model, {1024, 2, GgmlType::F16});
+  Engine engine(*model, {1024, 2, GgmlType::F16, test::reference_build(model_name)});
   float worst_first = 0, worst_top5 = 0;
   int first_over = 0, top5_over = 0, steps = 0;
   for (const test::GreedyCase& c : test::load_greedy_cases(model_name)) {

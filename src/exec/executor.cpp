@@ -88,6 +88,7 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
                            thread_scratch_.data() + static_cast<size_t>(ith) * thread_scratch_stride_};
         ctx.chunk_counter = split ? &chunk_counters_[executed % 2] : nullptr;
         ctx.input_converted = input_converted;
+        ctx.llamacpp_build = g.llamacpp_build;
 #if TT_TRACE_HOOKS
         if (node_begin) {
           if (ith == 0) observer->on_node_begin(i, n);

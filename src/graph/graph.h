@@ -11,6 +11,7 @@
 
 #include "core/ops.h"
 #include "graph/tensor.h"
+#include "quant/quant.h"
 
 namespace tt {
 
@@ -85,6 +86,8 @@ class Graph {
   // Set by whoever builds the graph, new for every build: a graph seen again with the same id has the same
   // nodes, names and shapes, apart from positions and attended cache lengths (which it may have been updated to).
   uint64_t structure_id = 0;
+  // Whose float order the kernels reproduce where llama.cpp's builds differ by CPU kind (quant.h).
+  LlamaCppBuild llamacpp_build = LlamaCppBuild::kIntelAvx512Fp16;
   const BufferInfo& buffer(int id) const;
 
  private:

@@ -205,7 +205,7 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   }
   const uint64_t w_row = w.row_size();
   // Weights llama.cpp multiplies with other kernels than vec_dot get the same kernel per token (see BatchedKernels).
-  const BatchedKernels* batched = k->batched_for(K, N);
+  const BatchedKernels* batched = batched_for(*k, K, N, ctx.llamacpp_build);
   auto dot_for = [&](int64_t t) -> const DotKernel& {
     return batched == nullptr ? k->vec_dot : batched->for_token(t, M);
   };
@@ -243,8 +243,8 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
 
 // The dot product MUL_MAT_ID uses for a weight: llama.cpp multiplies repacked expert weights (see BatchedKernels)
 // one token at a time, with the kernel a lone token gets.
-VecDotFn mul_mat_id_dot(const QuantKernels& k, const Tensor& w) {
-  const BatchedKernels* batched = find_batched(w.type, w.ne[0], w.ne[1]);
+const DotKernel& mul_mat_id_dot(const QuantKernels& k, const Tensor& w, LlamaCppBuild build) {
+  const BatchedKernels* batched = batched_for(k, w.ne[0], w.ne[1], build);
   return batched ? batched->single : k.vec_dot;
 }
 
@@ -293,7 +293,7 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
     y = ctx.scratch;
   }
   const ExpertGroups groups = group_by_expert(ids, n_expert, reinterpret_cast<int32_t*>(ctx.thread_scratch));
-  const VecDotFn dot = mul_mat_id_dot(*k, w);
+  const DotKernel& dot = mul_mat_id_dot(*k, w, ctx.llamacpp_build);
   const uint64_t w_row = w.row_size(), slab = w_row * static_cast<uint64_t>(N);
   constexpr int64_t kRowTile = 16;
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
@@ -304,7 +304,7 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
     for (int32_t p = groups.start[e]; p < groups.start[e + 1]; ++p) {
       const int64_t pair = groups.pairs[p], t = pair / slots, s = pair % slots;
       const uint8_t* yr = y + (t * x_slots + s % x_slots) * y_row;
-      dot_tile(dot, K, r1 - r0, 1, we, w_row, yr, y_row, dst + pair * N + r0, N);
+      dot.run_tile(K, r1 - r0, 1, we, w_row, yr, y_row, dst + pair * N + r0, N);
     }
   });
 }
@@ -426,8 +426,9 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
         n_pos[nq] = n.params.pos0 + t + 1;
       }
     }
-    attend_f16(nq, qs, n_pos, kc.data + kv_head * head_bytes, vc.data + kv_head * head_bytes, stride, head_dim,
-               n.params.scale, acc16, outs);
+    const auto attend = ctx.llamacpp_build == LlamaCppBuild::kAmdAvx512 ? attend_f16_simd64 : attend_f16;
+    attend(nq, qs, n_pos, kc.data + kv_head * head_bytes, vc.data + kv_head * head_bytes, stride, head_dim,
+           n.params.scale, acc16, outs);
   });
 }
 

@@ -32,6 +32,7 @@ struct ComputeContext {
   // MUL_MAT: scratch already holds this node's activations in its vec_dot_type, converted by the previous scratch
   // user (see shares_converted_input), as for the Q, K and V products of one input.
   bool input_converted = false;
+  LlamaCppBuild llamacpp_build = LlamaCppBuild::kIntelAvx512Fp16;  // the graph's (Graph::llamacpp_build)
   void barrier() const;
   int64_t next_chunk() const;
 };

@@ -12,6 +12,7 @@ Engine::Engine(const Model& model, EngineOptions options)
   if (options_.n_ctx < 0) fail("context size must be positive, got {}", options_.n_ctx);
   if (options_.n_ctx == 0) options_.n_ctx = std::min(model.config.n_ctx_train, 4096);
   init_run_state(state_, model.config, options_.n_ctx, options_.kv_type);
+  state_.llamacpp_build = options_.llamacpp_build;
 }
 
 std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserver* observer) {

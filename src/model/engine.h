@@ -17,6 +17,8 @@ struct EngineOptions {
   int32_t n_ctx = 0;  // 0: the model's training context, capped at 4096
   int n_threads = 1;
   GgmlType kv_type = GgmlType::F16;
+  // Whose float order to reproduce where llama.cpp's builds differ by CPU kind (quant.h): by default this CPU's.
+  LlamaCppBuild llamacpp_build = default_llamacpp_build();
 };
 
 class StepObserver : public ExecObserver {

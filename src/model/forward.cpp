@@ -105,6 +105,7 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
   const int32_t n_kv = prepare_inputs(c, s, tokens);
 
   Graph& g = out.graph;
+  g.llamacpp_build = s.llamacpp_build;
   g.buffers.push_back({kInputBuffer, Pool::INPUT, "inputs", s.inputs.data(), s.inputs.size()});
   g.buffers.push_back({kArenaBuffer, Pool::ACTIVATION, "activations", nullptr, 0});
   g.buffers.push_back({kScratchBuffer, Pool::SCRATCH, "scratch", nullptr, 0});

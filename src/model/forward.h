@@ -20,11 +20,12 @@ inline int v_buffer_id(int layer) { return kFirstKvBuffer + 2 * layer + 1; }
 struct RunState {
   int32_t n_ctx = 0;
   GgmlType kv_type = GgmlType::F16;
-  std::vector<std::unique_ptr<AlignedBuffer>> k_cache, v_cache;  // per layer: [n_embd_kv, n_ctx] of kv_type
-  AlignedBuffer inputs;                                          // token ids, then positions (int32)
-  AlignedBuffer arena;                                           // activations
-  AlignedBuffer scratch;                                         // per-op work memory
-  int32_t n_past = 0;                                            // positions already in the cache
+  std::vector<std::unique_ptr<AlignedBuffer>> k_cache, v_cache;    // per layer: [n_embd_kv, n_ctx] of kv_type
+  AlignedBuffer inputs;                                            // token ids, then positions (int32)
+  AlignedBuffer arena;                                             // activations
+  AlignedBuffer scratch;                                           // per-op work memory
+  int32_t n_past = 0;                                              // positions already in the cache
+  LlamaCppBuild llamacpp_build = LlamaCppBuild::kIntelAvx512Fp16;  // given to every step's graph
 };
 
 void init_run_state(RunState& s, const ModelConfig& c, int32_t n_ctx, GgmlType kv_type);

@@ -101,6 +101,17 @@ void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);
 void scale_f16(uint16_t* acc, float s, int64_t n);
 TT_ATTEND_F16_DECL(attend_f16);
 
+// The same in the order of llama.cpp's build for an AVX-512 CPU without FP16 (LlamaCppBuild::kAmdAvx512, quant.h):
+// K.Q as ggml_vec_dot_f16's 64-element SIMD steps (vec_dot_f16_simd64); V as above.
+float dot_f16_simd64(const uint16_t* x, const uint16_t* y, int64_t n);
+TT_ATTEND_F16_DECL(attend_f16_simd64);
+// ggml_vec_dot_f16 on AVX-512 (kAmdAvx512): 64-element steps in four 16-lane FMA accumulators, reduced
+// (a0 + a2) + (a1 + a3) and by _mm512_reduce_add_ps's tree; the tail (all of it when n < 64) summed in double.
+TT_VEC_DOT_DECL(vec_dot_f16_simd64);
+// llamafile's tinyBLAS for F16 on AVX-512 (kAmdAvx512 batches): one 16-lane FMA accumulator over the row, then
+// _mm512_reduce_add_ps's tree. n: a multiple of 16.
+TT_VEC_DOT_DECL(dot_f16_tinyblas);
+
 // ggml_vec_swiglu_f32 as llama.cpp runs it here: out = g / (1 + exp(-g)) * u, exp as ggml's AVX-512 ggml_v_expf
 // over the first n - n % 16 elements, libm expf for the rest.
 void swiglu_row(const float* g, const float* u, float* out, int64_t n);

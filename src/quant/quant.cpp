@@ -380,5 +380,24 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
   ops().rope_rotate(in, out, cos_sin, n_dims, neox);
 }
 TT_ATTEND_F16_DECL(attend_f16) { ops().attend_f16(n_queries, q, n_pos, k, v, stride, d, scale, acc, out); }
+TT_ATTEND_F16_DECL(attend_f16_simd64) { ref::attend_f16_simd64(n_queries, q, n_pos, k, v, stride, d, scale, acc, out); }
+
+LlamaCppBuild default_llamacpp_build() {
+  unsigned eax, ebx, ecx, edx;
+  const bool avx512fp16 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 23)) != 0;
+  return avx512fp16 ? LlamaCppBuild::kIntelAvx512Fp16 : LlamaCppBuild::kAmdAvx512;
+}
+
+const char* llamacpp_build_name(LlamaCppBuild b) {
+  return b == LlamaCppBuild::kIntelAvx512Fp16 ? "intel-avx512fp16" : "amd-avx512";
+}
+
+const BatchedKernels* batched_for(const QuantKernels& k, int64_t K, int64_t N, LlamaCppBuild build) {
+  static const BatchedKernels f16_amd{BatchedKernels::Grouping::kWholeBatch,
+                                      [](int64_t k_cols, int64_t) { return k_cols % 16 == 0; },
+                                      DotKernel{ref::vec_dot_f16_simd64}, DotKernel{ref::dot_f16_tinyblas}};
+  if (k.type == GgmlType::F16 && build == LlamaCppBuild::kAmdAvx512) return f16_amd.applies(K, N) ? &f16_amd : nullptr;
+  return k.batched_for(K, N);
+}
 
 }  // namespace tt

@@ -87,6 +87,18 @@ struct QuantKernels {
 // tensors at load, naming the tensor and type).
 const QuantKernels* find_kernels(GgmlType type);
 
+// The llama.cpp build whose float order the engine reproduces where two builds of the same llama.cpp, each made with
+// -march=native, differ by CPU kind (measured against ../shared/reference, docs/engine.md "Agreement"):
+//   kIntelAvx512Fp16: on an Intel AVX-512 CPU with AVX512-FP16 and AMX (the dense models' records): flash
+//     attention's K.Q products summed in double; F16 weights through vec_dot.
+//   kAmdAvx512: on an AMD AVX-512 CPU without them (the MoE and qwen3 records): K.Q as ggml_vec_dot_f16's 64-element
+//     SIMD steps; F16 weights through tinyBLAS in batches and ggml_vec_dot_f16's SIMD steps for one token.
+// The orders are computed by scalar emulation on any CPU, so either build is reproduced anywhere.
+enum class LlamaCppBuild : uint8_t { kIntelAvx512Fp16, kAmdAvx512 };
+// This CPU's kind: kIntelAvx512Fp16 where it has AVX512-FP16, else kAmdAvx512.
+LlamaCppBuild default_llamacpp_build();
+const char* llamacpp_build_name(LlamaCppBuild b);  // "intel-avx512fp16" or "amd-avx512"
+
 // Which instruction-set path vec_dot uses on this CPU: "avx512-vnni", "avx2" or "scalar".
 const char* kernel_isa();
 
@@ -94,6 +106,10 @@ const char* kernel_isa();
 // for comparing paths (`run`/`bench --kernel-isa`); never raises it above what the CPU has. Only before the first
 // kernel lookup (the table is resolved once); later, an Error unless it changes nothing. Unknown names: an Error.
 void limit_kernel_isa(std::string_view name);
+
+// The batched kernels of k for a weight of K columns and N rows in `build`'s order, or null when every token takes
+// k.vec_dot.
+const BatchedKernels* batched_for(const QuantKernels& k, int64_t K, int64_t N, LlamaCppBuild build);
 
 // find_kernels(type)->quantize_activations; an Error for a type that is not a vec_dot type.
 void quantize_activations(GgmlType type, const float* src, void* dst, int64_t n);
@@ -107,6 +123,8 @@ void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* result
 // Up to kAttendMaxQueries (token, head) queries of flash attention over an F16 cache that share a KV head (see
 // attend.h).
 TT_ATTEND_F16_DECL(attend_f16);
+// The same in the order of kAmdAvx512 (a scalar emulation: ref::attend_f16_simd64).
+TT_ATTEND_F16_DECL(attend_f16_simd64);
 
 // ggml_vec_swiglu_f32 as llama.cpp computes it on this machine: out = g / (1 + exp(-g)) * u, exp as ggml's
 // AVX-512 ggml_v_expf on the first n - n % 16 elements and libm expf on the rest.

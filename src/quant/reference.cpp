@@ -276,6 +276,51 @@ void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
   *result = static_cast<float>(sum);
 }
 
+void vec_dot_f16_simd64(int64_t n, float* result, const void* vx, const void* vy) {
+  const uint16_t* x = static_cast<const uint16_t*>(vx);
+  const uint16_t* y = static_cast<const uint16_t*>(vy);
+  const int64_t np = n & ~int64_t{63};
+  double sum = 0.0;
+  if (np > 0) {
+    float acc[4][16] = {};
+    for (int64_t i = 0; i < np; i += 64)
+      for (int j = 0; j < 4; ++j)
+        for (int l = 0; l < 16; ++l)
+          acc[j][l] = std::fma(fp16_to_fp32(x[i + 16 * j + l]), fp16_to_fp32(y[i + 16 * j + l]), acc[j][l]);
+    float v[16];
+    for (int l = 0; l < 16; ++l) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    sum = static_cast<double>(reduce_add_16_x86(v));
+  }
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
+  *result = static_cast<float>(sum);
+}
+
+void dot_f16_tinyblas(int64_t n, float* result, const void* vx, const void* vy) {
+  TT_CHECK(n % 16 == 0, "dot_f16_tinyblas: n = {} is not a multiple of 16", n);
+  const uint16_t* x = static_cast<const uint16_t*>(vx);
+  const uint16_t* y = static_cast<const uint16_t*>(vy);
+  float acc[16] = {};
+  for (int64_t i = 0; i < n; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] = std::fma(fp16_to_fp32(x[i + l]), fp16_to_fp32(y[i + l]), acc[l]);
+  *result = reduce_add_16_x86(acc);
+}
+
+float dot_f16_simd64(const uint16_t* x, const uint16_t* y, int64_t n) {
+  float r;
+  vec_dot_f16_simd64(n, &r, x, y);
+  return r;
+}
+
+TT_ATTEND_F16_DECL(attend_f16_simd64) {
+  for (int qi = 0; qi < n_queries; ++qi) {
+    for (int64_t i = 0; i < d; ++i) acc[i] = 0;
+    AttendSteps<uint16_t, dot_f16_simd64, scale_f16, mad_f16> steps{q[qi], k, v, stride, d, acc};
+    float inv;
+    attend(steps, &n_pos[qi], scale, &inv);
+    for (int64_t i = 0; i < d; ++i) out[qi][i] = fp16_to_fp32(acc[i]) * inv;
+  }
+}
+
 TT_ATTEND_F16_DECL(attend_f16) {
   for (int qi = 0; qi < n_queries; ++qi) {  // one query at a time: the oracle for the multi-query kernels
     for (int64_t i = 0; i < d; ++i) acc[i] = 0;

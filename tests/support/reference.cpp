@@ -92,4 +92,12 @@ std::vector<std::string> replaced_greedy_models() {
   return out;
 }
 
+LlamaCppBuild reference_build(const std::string& model) {
+  static const char* const kAmd[] = {"synth-mixtral-256.Q4_K_M", "synth-qwen2moe-256.Q8_0", "synth-olmoe-256.Q4_K_M",
+                                     "synth-qwen3-256.Q8_0", "synth-qwen3moe-256.Q4_K_M"};
+  for (const char* m : kAmd)
+    if (model == m) return LlamaCppBuild::kAmdAvx512;
+  return LlamaCppBuild::kIntelAvx512Fp16;
+}
+
 }  // namespace tt::test

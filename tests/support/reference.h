@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "quant/quant.h"
+
 namespace tt::test {
 
 struct GreedyCase {
@@ -35,6 +37,9 @@ std::vector<std::string> greedy_models();
 std::vector<GreedyCase> load_greedy_cases(const std::string& model);
 // The records of one greedy.json file as they are, without replacements.
 std::vector<GreedyCase> load_greedy_file(const std::string& path);
+// The llama.cpp build that made MODEL's records (shared/reference/README.md): the MoE and qwen3 models' on an AMD
+// AVX-512 CPU, the others' on an Intel AVX-512 CPU with FP16 (the engine reproduces either: quant.h).
+LlamaCppBuild reference_build(const std::string& model);
 // Models with replacement records in tests/data/llamacpp.
 std::vector<std::string> replaced_greedy_models();
 
