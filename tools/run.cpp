@@ -23,6 +23,7 @@ struct RunArgs {
   std::string kv_type = "f16";
   bool no_trace = false;
   std::string kernel_isa = "auto";
+  std::string llamacpp_build = "auto";
 };
 
 // The first SIGINT or SIGTERM stops the run after its current step (the run directory is finished, run.json says
@@ -63,6 +64,9 @@ std::string read_prompt_file(const std::string& path) {
 
 int run(RunArgs a) {
   limit_kernel_isa(a.kernel_isa);  // before the model's tensors meet the kernel table
+  if (a.llamacpp_build != "auto")
+    a.exp.llamacpp_build =
+        a.llamacpp_build == "amd-avx512" ? LlamaCppBuild::kAmdAvx512 : LlamaCppBuild::kIntelAvx512Fp16;
   ExperimentOptions& o = a.exp;
   if (!o.prompt.empty() && !a.prompt_file.empty()) fail("give only one of -p PROMPT or -f PROMPT_FILE");
   if (!a.prompt_file.empty()) o.prompt = read_prompt_file(a.prompt_file);
@@ -149,6 +153,10 @@ RegisterCommand reg(
       cmd.add_flag("--cold", o.cold, "Evict the model file from the page cache before the first step (and check)");
       cmd.add_option("--prefetch", o.prefetch, "Read weights ahead of compute: none, next-layer, from:RUN_DIR");
       add_kernel_isa_option(cmd, a->kernel_isa, "run.json records the one used");
+      cmd.add_option("--llamacpp-build", a->llamacpp_build,
+                     "Whose float order to reproduce where llama.cpp's builds differ by CPU kind: auto (this CPU's), "
+                     "intel-avx512fp16, amd-avx512 (docs/engine.md)")
+          ->check(CLI::IsMember({"auto", "intel-avx512fp16", "amd-avx512"}));
       return [a]() { return run(*a); };
     });
 

@@ -20,6 +20,7 @@ struct ExperimentOptions {
   int n_threads = 1;
   int32_t n_ctx = 0;
   GgmlType kv_type = GgmlType::F16;
+  LlamaCppBuild llamacpp_build = default_llamacpp_build();  // --llamacpp-build
   SamplingParams sampling;
   bool trace = true;
   std::string run_dir;     // empty: runs/<date-time>-<model>, with -2, -3, ... when that is taken
