@@ -81,6 +81,7 @@ int run(RunArgs a) {
   stop_on_signals();
   o.stop = &stop_requested;
   auto print = [](std::string_view text) {
+    if (text.empty()) return;  // an empty piece's data() may be null, which fwrite must not get
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };
