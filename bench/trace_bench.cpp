@@ -1,5 +1,5 @@
-// Per-step work of the tracer that scales with the vocabulary: the logit landscape (top-k and entropy of the full
-// softmax) and the readout statistics of the logits. They run between steps, so they add to every generation step.
+// Per-step work of the tracer: on its writer thread, the logit landscape (top-k and entropy of the full softmax),
+// the readout statistics of the logits and the op records; on the run's thread, the step's capture.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -77,47 +77,52 @@ void BM_StepLine(benchmark::State& state) {
 }
 BENCHMARK(BM_StepLine);
 
-// One generation step's op times as the tracer writes them (one OP_ADVANCES_PACKED record): 252 nodes (TinyLLama-v0)
-// on 2 workers, thread 0 running every node, thread 1 a third of them, shares of 40 ns to 20 us.
-void BM_TraceWriterAdvances(benchmark::State& state) {
+// One generation step's op records as the writer thread writes them, blocks sealed (zstd) included: 252 nodes
+// (TinyLLama-v0) of two inputs on 2 workers, thread 0 running every node, thread 1 a third of them, shares of 32 ns to
+// 16 us. bytes_per_step: trace.bin's.
+void BM_TraceWriterStep(benchmark::State& state) {
   constexpr uint32_t kNodes = 252;
-  constexpr uint16_t kThreads = 2;
-  constexpr int kSteps = 64;  // different times each step, as a run has (the same ones would train the branches)
+  constexpr int kSteps = 64;  // different times each step, as a run has
   std::mt19937 rng(5);
-  std::uniform_int_distribution<int> log_ns(5, 14);  // 32 ns to 16 us, spread over the powers of two
-  std::vector<std::vector<uint64_t>> steps(kSteps);
-  uint64_t now[kThreads] = {1'000'000, 1'000'000};
-  for (std::vector<uint64_t>& times : steps)
+  std::uniform_int_distribution<int> log_ns(5, 14);
+  std::vector<std::vector<std::vector<trace::Share>>> steps(kSteps, std::vector<std::vector<trace::Share>>(kNodes));
+  uint64_t now[2] = {1'000'000, 1'000'000};
+  for (auto& nodes : steps)
     for (uint32_t i = 0; i < kNodes; ++i)
-      for (uint16_t t = 0; t < kThreads; ++t) {
-        if (t > 0 && i % 3 != 0) {
-          times.insert(times.end(), {trace::TraceWriter::kNoShareNs, trace::TraceWriter::kNoShareNs});
-          continue;
-        }
+      for (uint16_t t = 0; t < 2; ++t) {
+        if (t > 0 && i % 3 != 0) continue;
         const uint64_t start = now[t] + (rng() % 4 == 0 ? rng() % 200 : 0);
         now[t] = start + (uint64_t{1} << log_ns(rng)) + rng() % 64;
-        times.insert(times.end(), {start, now[t]});
+        nodes[i].push_back({t, start, now[t]});
       }
+  trace::OpRecord r;
+  r.op = OpKind::MUL_MAT;
+  r.out.pool = Pool::ACTIVATION, r.out.buffer_id = 1, r.out.bytes = 4096;
+  r.inputs.resize(2);
+  r.inputs[0].pool = Pool::MODEL_FILE, r.inputs[0].ranges = {{Pool::MODEL_FILE, -1, 1 << 20, 1 << 16, -1, -1}};
+  r.inputs[1].pool = Pool::ACTIVATION;
   const std::string path =
       (std::filesystem::temp_directory_path() / ("tt-bench-writer-" + std::to_string(::getpid()))).string();
   {
     trace::TraceWriter writer(path);
+    const uint32_t ids[3] = {writer.intern("ffn_out-0"), writer.intern("blk.0.ffn_down.weight"),
+                             writer.intern("ffn_gate_par-0")};
     uint32_t step = 0;
     for (auto _ : state) {
-      writer.op_advances({step, Phase::GENERATE, 5, 6, 0, kNodes, kThreads}, steps[step % kSteps], kNodes);
-      ++step;
-      if (writer.bytes_buffered() >= trace::TraceWriter::kFlushBytes) {
-        state.PauseTiming();
-        writer.flush();
-        state.ResumeTiming();
+      for (uint32_t i = 0; i < kNodes; ++i) {
+        r.step = step, r.node = i, r.out.offset = i * 4096;
+        writer.op(r, ids, steps[step % kSteps][i]);
       }
+      ++step;
+      if (writer.bytes_buffered() >= trace::TraceWriter::kFlushBytes) writer.flush();
     }
+    writer.flush();
     state.counters["bytes_per_step"] = static_cast<double>(writer.bytes_written()) / std::max<uint32_t>(step, 1);
   }
   std::filesystem::remove(path);
   state.SetItemsProcessed(state.iterations() * kNodes);
 }
-BENCHMARK(BM_TraceWriterAdvances);
+BENCHMARK(BM_TraceWriterStep);
 
 // The tracer's work around one generation step of a real model (args: 0 stories260K, 1 TinyLLama-v0, 2 the main
 // model synth-llama-768 and 3 synth-qwen2-256 from ../shared), without the
@@ -161,8 +166,9 @@ void BM_TracerStep(benchmark::State& state) {
     token[0] = out.sampled.token;
     return tracer.self_ns() - self_before;
   };
-  for (int i = 0; i < 3; ++i) traced_step();  // the prompt step and the first generation steps write full records
+  for (int i = 0; i < 3; ++i) traced_step();  // the prompt step and the first generation step describe new graphs
   for (auto _ : state) state.SetIterationTime(static_cast<double>(traced_step()) / 1e9);
+  tracer.drain();
 }
 BENCHMARK(BM_TracerStep)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

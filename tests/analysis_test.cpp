@@ -337,8 +337,8 @@ TEST(AnalysisThreadTime, GapsAndBusyTimeFromSpans) {
   EXPECT_DOUBLE_EQ(p1["gaps_median_step"].get<double>(), 2);
 }
 
-// A run directory made by hand: trace.bin of one step whose records `records` writes (ids: an op's name, output and
-// one input), and a memory-map.json of a model file of `file_size` bytes (none when nullopt).
+// A run directory made by hand: trace.bin of one step whose records `records` writes (ids: an op's output and one
+// input), and a memory-map.json of a model file of `file_size` bytes (none when nullopt).
 std::string crafted_run(const std::string& name, std::optional<uint64_t> file_size,
                         const std::function<void(trace::TraceWriter&, const uint32_t*)>& records) {
   const std::string dir = ::testing::TempDir() + "tt-crafted-" + name;
@@ -346,7 +346,7 @@ std::string crafted_run(const std::string& name, std::optional<uint64_t> file_si
   std::filesystem::create_directories(dir);
   {
     trace::TraceWriter w(dir + "/trace.bin");
-    const uint32_t ids[3] = {w.intern("ffn_up-0"), w.intern("ffn_up-0"), w.intern("blk.0.ffn_up.weight")};
+    const uint32_t ids[2] = {w.intern("ffn_up-0"), w.intern("blk.0.ffn_up.weight")};
     w.step_begin({0, Phase::PROMPT, 0, 1, 10, 0, -1, 0, false});
     records(w, ids);
     w.step_end({0, Phase::PROMPT, 0, 1, 10, 20, 5, 1.0f, true});
@@ -482,10 +482,13 @@ TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const uint32_t v1 = 1;
   std::string old = bytes.substr(0, 8) + std::string(reinterpret_cast<const char*>(&v1), 4) + bytes.substr(12, 4);
-  // Keep only the STEP_BEGIN record (the first one after the header).
+  // Keep only the STEP_BEGIN record (the first one of the first block), unblocked as version 1 had it.
+  const std::vector<uint8_t> block =
+      trace::unseal_block({reinterpret_cast<const uint8_t*>(bytes.data()) + 16, bytes.size() - 16}, "the first block");
+  const std::string records(block.begin(), block.end());
   uint32_t len;
-  std::memcpy(&len, bytes.data() + 16, 4);
-  old += bytes.substr(16, 5 + len);
+  std::memcpy(&len, records.data(), 4);
+  old += records.substr(0, 5 + len);
   const std::string old_path = ::testing::TempDir() + "tt-v1-trace.bin";
   std::ofstream(old_path, std::ios::binary) << old;
   trace::TraceContents t1 = trace::read_trace(old_path);

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -176,23 +177,17 @@ void expect_step_lines(const std::string& dir, const HandRun& run) {
   EXPECT_EQ(step, run.hashes.size());
 }
 
-// A caller's own logits (not the engine's, which stay in its arena until the next output projection) are copied at
-// the step's end: the step's line describes them as they were, though the caller overwrites its buffer before the
-// tracer's deferred work (the next step's waits) reads them. The other thread began the landscape on the engine's
-// logits between runs (the pause gives it time) in every step whose previous one was done by then (with a copy, no
-// node waits for that): that work is given up.
+// A caller's own logits are copied at the step's end: the step's line describes them as they were, though the
+// caller overwrites its buffer before the writer thread formats the line.
 TEST(Trace, CallerLogitsAreCopiedAtTheStepEnd) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();
   constexpr int kSteps = 4;
   const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/true, std::chrono::milliseconds(20));
   expect_step_lines(dir, run);
-  EXPECT_GE(run.counts["steps_begun_between_runs"], 1) << "not even the first step's";
-  EXPECT_EQ(run.counts["begun_steps_given_up"], run.counts["steps_begun_between_runs"]);
 }
 
-// Between a step's run and its end (while the caller samples), the other thread begins that step's landscape and
-// hash on the engine's logits; the step's end keeps that work, and the line describes that step's logits.
+// The line describes the step's own logits, whether the caller goes straight on or pauses before the step's end.
 TEST(Trace, LandscapeBegunBetweenRunsIsTheStepsOwn) {
   TempDir tmp;
   constexpr int kSteps = 4;
@@ -200,16 +195,13 @@ TEST(Trace, LandscapeBegunBetweenRunsIsTheStepsOwn) {
     const std::string dir = (tmp.path / fmt::format("run-{}", pause.count())).string();
     const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/false, pause);
     expect_step_lines(dir, run);
-    EXPECT_EQ(run.counts["begun_steps_given_up"], 0) << "pause " << pause.count() << " us";
-    if (pause.count() > 0) EXPECT_EQ(run.counts["steps_begun_between_runs"], kSteps);
   }
 }
 
 // llama.cpp's op sequence for stories260K, prompt "Once upon a time" (the prompt pass).
 // Each steps.jsonl line describes that step's logits exactly: the hash is XXH3-64 of their bytes and the landscape
-// (top-k, entropy, moments) is logit_landscape()'s, though the tracer computes them a vocabulary part at a time on
-// two threads and hashes the parts in whichever order the threads finish them. TinyLLama-v0's 32,000 logits are
-// two parts; the logits are evaluated again here, step by step, with the run's tokens.
+// (top-k, entropy, moments) is logit_landscape()'s. TinyLLama-v0's 32,000 logits are two landscape parts; the
+// logits are evaluated again here, step by step, with the run's tokens.
 TEST(Trace, StepLinesHashAndLandscapeAreTheLogits) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();
@@ -308,7 +300,7 @@ TEST(Trace, ExistingRunDirectoryIsNotOverwritten) {
 TEST(Trace, TruncatedTraceIsReadUpToTheLastCompleteRecord) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();
-  run_experiment(stories_options(dir, 3), nullptr);
+  run_experiment(stories_options(dir, 24), nullptr);  // several blocks
   const std::string path = dir + "/trace.bin";
   trace::TraceContents whole = trace::read_trace(path);
   const auto size = fs::file_size(path);
@@ -321,59 +313,6 @@ TEST(Trace, TruncatedTraceIsReadUpToTheLastCompleteRecord) {
   for (size_t i = 0; i < cut.ops.size(); ++i) EXPECT_EQ(cut.ops[i].name, whole.ops[i].name);
 }
 
-// Compact traces (OP_ADVANCES_PACKED for ops whose record follows from the previous step's, OP_DELTA for the changes)
-// read back to the same records as full ones: two greedy runs, compact and not, agree on every field but the times.
-// Past the first steps, cache views advance by their stride, so the compact trace is a fraction of the full one. With
-// two threads, the records' forms are worked out while the threads wait at the step's barriers (the same nodes split
-// the same way in both runs, so thread fields agree too); with one, after each step.
-class CompactTrace : public testing::TestWithParam<int> {};
-TEST_P(CompactTrace, ReadsBackAsFullRecords) {
-  const int n_threads = GetParam();
-  TempDir tmp;
-  trace::TraceContents t[2];
-  uint64_t bytes[2];
-  for (int compact = 0; compact < 2; ++compact) {
-    const std::string dir = (tmp.path / fmt::format("run{}", compact)).string();
-    ExperimentOptions o = stories_options(dir, 12);
-    o.n_threads = n_threads;
-    o.trace_options.compact = compact == 1;
-    const ExperimentResult r = run_experiment(o, nullptr);
-    t[compact] = trace::read_trace(dir + "/trace.bin");
-    bytes[compact] = fs::file_size(dir + "/trace.bin");
-    const uint64_t chosen_waiting = r.run_json["trace"]["records_chosen_waiting"].get<uint64_t>();
-    if (compact == 0 || n_threads == 1)
-      EXPECT_EQ(chosen_waiting, 0u) << "compact " << compact << ", " << n_threads << " threads";
-    else  // 11 compact steps of 159 nodes, and thread 1 waits at a barrier through every node thread 0 runs alone
-      EXPECT_GT(chosen_waiting, 0u) << "no record chosen at a barrier";
-  }
-  ASSERT_EQ(t[0].ops.size(), t[1].ops.size());
-  EXPECT_LT(bytes[1], bytes[0] / 3) << "compact trace not a third of the full one";
-  auto same_tensor = [](const trace::TensorRecord& a, const trace::TensorRecord& b) {
-    bool same = a.name == b.name && a.type == b.type && a.pool == b.pool && a.buffer_id == b.buffer_id &&
-                a.offset == b.offset && a.bytes == b.bytes && a.ranges.size() == b.ranges.size();
-    for (int d = 0; d < 4; ++d) same = same && a.ne[d] == b.ne[d];
-    for (size_t k = 0; same && k < a.ranges.size(); ++k)
-      same = a.ranges[k].offset == b.ranges[k].offset && a.ranges[k].length == b.ranges[k].length &&
-             a.ranges[k].pos_begin == b.ranges[k].pos_begin && a.ranges[k].pos_end == b.ranges[k].pos_end &&
-             a.ranges[k].pool == b.ranges[k].pool && a.ranges[k].buffer_id == b.ranges[k].buffer_id;
-    return same;
-  };
-  for (size_t i = 0; i < t[0].ops.size(); ++i) {
-    const trace::OpRecord &a = t[0].ops[i], &b = t[1].ops[i];
-    bool same = a.step == b.step && a.node == b.node && a.phase == b.phase && a.op == b.op && a.layer == b.layer &&
-                a.pos_begin == b.pos_begin && a.pos_end == b.pos_end && a.thread == b.thread &&
-                a.n_threads == b.n_threads && a.name == b.name && same_tensor(a.out, b.out) &&
-                a.write.offset == b.write.offset && a.write.length == b.write.length &&
-                a.write.pos_begin == b.write.pos_begin && a.write.pos_end == b.write.pos_end &&
-                a.write.pool == b.write.pool && a.write.buffer_id == b.write.buffer_id && a.fused == b.fused &&
-                a.inputs.size() == b.inputs.size();
-    for (size_t k = 0; same && k < a.inputs.size(); ++k) same = same_tensor(a.inputs[k], b.inputs[k]);
-    ASSERT_TRUE(same) << "op " << i << " (step " << a.step << ", node " << a.node << ", " << a.name
-                      << ") differs between the full and the compact trace";
-  }
-}
-INSTANTIATE_TEST_SUITE_P(Threads, CompactTrace, testing::Values(1, 2));
-
 // Reading the trace at path fails with a message containing `expected`.
 void expect_rejected(const std::string& path, const std::string& expected) {
   try {
@@ -385,92 +324,63 @@ void expect_rejected(const std::string& path, const std::string& expected) {
   ADD_FAILURE() << "accepted; expected: " << expected;
 }
 
-// Handcrafted compact records: OP_DELTA changes a node's previous record and sets its stride, OP_ADVANCES_PACKED adds
-// the stride again (a cache read growing one position a step); records that refer to nothing are errors naming it.
-TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
-  TempDir tmp;
-  const std::string path = (tmp.path / "trace.bin").string();
-  trace::OpRecord r;
-  r.op = OpKind::MUL_MAT;
-  r.inputs.resize(1);
-  r.inputs[0].pool = Pool::KV_CACHE;
-  r.inputs[0].ranges = {{Pool::KV_CACHE, 0, 0, 128, 0, 1}};
-  std::vector<uint64_t> fields;
-  trace::placement_fields(r, fields);
-  // Index of the range's length and pos_end: 9 output tensor fields, 6 write range fields, 9 input tensor fields,
-  // then the range (pool, buffer, offset, length, pos_begin, pos_end).
-  constexpr uint32_t kLength = 27, kPosEnd = 29;
-  ASSERT_EQ(fields.size(), 30u);
-  ASSERT_EQ(fields[kLength], 128u);
-  auto write = [&](auto&& records) {
-    trace::TraceWriter w(path);
-    const uint32_t ids[3] = {w.intern("kq-0"), w.intern("kq-0"), w.intern("cache_k_l0 (view)")};
-    records(w, ids);
-    w.flush();
-  };
-  write([&](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(r, ids);
-    r.step = 1;
-    const std::pair<uint32_t, uint64_t> changes[] = {{kLength, 128}, {kPosEnd, 1}};
-    w.op_delta(r, changes);
-    const uint64_t times[2][2] = {{1000, 1010}, {2000, 2010}};
-    w.op_advances({2, Phase::GENERATE, 2, 3, 0, 1, 1}, times[0], 1);
-    w.op_advances({3, Phase::GENERATE, 3, 4, 0, 1, 1}, times[1], 1);
-  });
-  const trace::TraceContents t = trace::read_trace(path);
-  ASSERT_EQ(t.ops.size(), 4u);
-  for (uint32_t s = 0; s < 4; ++s) {
-    const trace::RangeRecord& x = t.ops[s].inputs.at(0).ranges.at(0);
-    EXPECT_EQ(t.ops[s].step, s);
-    EXPECT_EQ(x.length, 128u * (s + 1)) << "step " << s;
-    EXPECT_EQ(x.pos_end, static_cast<int32_t>(s + 1)) << "step " << s;
-    EXPECT_EQ(x.offset, 0u);
-    EXPECT_EQ(t.ops[s].inputs[0].name, "cache_k_l0 (view)");
+// The offsets of a trace's blocks (after its header), from their headers.
+std::vector<uint64_t> block_offsets(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<uint64_t> at;
+  for (uint64_t pos = trace::kHeaderBytes; pos + trace::kBlockHeaderBytes <= bytes.size();) {
+    at.push_back(pos);
+    uint32_t stored;
+    std::memcpy(&stored, bytes.data() + pos + 8, 4);
+    pos += trace::kBlockHeaderBytes + stored;
   }
-  EXPECT_EQ(t.ops[3].start_ns, 2000u);
-  EXPECT_EQ(t.ops[3].end_ns, 2010u);
-  EXPECT_EQ(t.spans.size(), 2u);
+  return at;
+}
 
-  auto rejected = [&](const std::string& expected) { expect_rejected(path, expected); };
-  write([&](trace::TraceWriter& w, const uint32_t*) {
-    const uint64_t times[] = {0, 10};
-    w.op_advances({0, Phase::GENERATE, 0, 1, 5, 1, 1}, times, 1);
-  });
-  rejected("OP_ADVANCES_PACKED of node 5 (step 0) before any OP record of that node");
-  write([&](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(r, ids);
-    const std::pair<uint32_t, uint64_t> changes[] = {{99, 1}};
-    w.op_delta(r, changes);
-  });
-  rejected("change to field 99 of node 0, which has 30");
-  write([&](trace::TraceWriter& w, const uint32_t* ids) {
-    r.node = 1u << 30;
-    w.op(r, ids);
-  });
-  rejected("node index 1073741824 beyond any graph");
-  write([&](trace::TraceWriter& w, const uint32_t* ids) {
-    r.node = trace::kMaxNodes;  // the first index past the bound: would cost a record slot per index up to it
-    w.op(r, ids);
-  });
-  rejected("node index 65536 beyond any graph (65536 nodes at most)");
-  r.node = 0;
-  write([&](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(r, ids);
-    w.op_advances({1, Phase::GENERATE, 1, 2, 0, 1, 0}, {}, 0);  // nodes of no workers: no bytes per node
-  });
-  rejected("OP_ADVANCES_PACKED record of no workers");
-  // Enumerations outside their range (consumers look their names up): an unknown pool and an unknown tensor type.
-  for (const auto& [patch, expected] : {std::pair<int, std::string>{0, "unknown buffer pool 9"},
-                                        std::pair<int, std::string>{1, "unknown tensor type 200"}}) {
-    trace::OpRecord bad = r;
-    if (patch == 0) bad.inputs[0].ranges[0].pool = static_cast<Pool>(9);
-    if (patch == 1) bad.out.type = static_cast<GgmlType>(200);
-    write([&](trace::TraceWriter& w, const uint32_t* ids) { w.op(bad, ids); });
-    rejected(expected);
+// A flipped bit anywhere in a block (its header or its payload) is an error naming the block's byte offset.
+TEST(TraceFormat, FlippedBitNamesItsBlock) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  run_experiment(stories_options(dir, 24), nullptr);
+  const std::string path = dir + "/trace.bin";
+  const std::vector<uint64_t> blocks = block_offsets(path);
+  ASSERT_GE(blocks.size(), 2u);
+  const std::string copy = (tmp.path / "flipped.bin").string();
+  for (const uint64_t at : {blocks[1] + 5, blocks[1] + trace::kBlockHeaderBytes + 40, blocks[0] + 17}) {
+    fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
+    std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    char c;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(&c, 1);
+    f.close();
+    const uint64_t block = at >= blocks[1] ? blocks[1] : blocks[0];
+    expect_rejected(copy, fmt::format("block at byte {}", block));
   }
 }
 
-// Little-endian record bytes built by hand (records the writer does not write: older kinds, corrupt ones).
+// A last block cut short (a killed run) is reported as truncated, not corrupt, and every block before it is read.
+TEST(TraceFormat, TruncatedLastBlockStillReads) {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "run").string();
+  run_experiment(stories_options(dir, 24), nullptr);
+  const std::string path = dir + "/trace.bin";
+  const trace::TraceContents whole = trace::read_trace(path);
+  const std::vector<uint64_t> blocks = block_offsets(path);
+  ASSERT_GE(blocks.size(), 2u);
+  fs::resize_file(path, blocks.back() + trace::kBlockHeaderBytes + 7);
+  const trace::TraceContents cut = trace::read_trace(path);
+  EXPECT_FALSE(cut.complete);
+  EXPECT_EQ(cut.stopped_at, blocks.back());
+  EXPECT_NE(cut.stop_reason.find(fmt::format("block at byte {}", blocks.back())), std::string::npos) << cut.stop_reason;
+  EXPECT_GT(cut.ops.size(), 0u);
+  EXPECT_LT(cut.ops.size(), whole.ops.size());
+}
+
+// Records built by hand into a trace (records the writer does not write: corrupt ones).
 struct RecordBytes {
   std::vector<uint8_t> payload;
   template <typename T>
@@ -479,118 +389,107 @@ struct RecordBytes {
     payload.insert(payload.end(), p, p + sizeof(T));
     return *this;
   }
-  RecordBytes& varint(uint64_t v) {
-    uint8_t bytes[trace::kMaxVarintBytes];
-    payload.insert(payload.end(), bytes, trace::put_varint(bytes, v));
-    return *this;
-  }
-  // The header of an OP_ADVANCES(_PACKED) record: step 1 (GENERATE, positions 1-2) of `count` nodes from node 0.
-  static RecordBytes advances(uint32_t count, uint16_t n_threads, uint64_t base) {
-    RecordBytes b;
-    b.put<uint32_t>(1).put<uint8_t>(1).put<int32_t>(1).put<int32_t>(2).put<uint32_t>(0).put<uint32_t>(count);
-    b.put<uint16_t>(n_threads).put<uint64_t>(base);
-    return b;
-  }
-  // Appends the record to the file at path, whose header then says `version`.
+  // Appends the record, sealed in a block of its own, to the file at path, whose header then says `version`.
   void append_to(const std::string& path, trace::RecordKind kind, uint32_t version) const {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(8);
     f.write(reinterpret_cast<const char*>(&version), 4);
     f.seekp(0, std::ios::end);
+    std::vector<uint8_t> record;
     const auto n = static_cast<uint32_t>(payload.size());
-    const auto k = static_cast<uint8_t>(kind);
-    f.write(reinterpret_cast<const char*>(&n), 4).write(reinterpret_cast<const char*>(&k), 1);
-    f.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+    record.insert(record.end(), reinterpret_cast<const uint8_t*>(&n), reinterpret_cast<const uint8_t*>(&n) + 4);
+    record.push_back(static_cast<uint8_t>(kind));
+    record.insert(record.end(), payload.begin(), payload.end());
+    std::vector<uint8_t> block;
+    trace::seal_block(record, block);
+    f.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(block.size()));
     ASSERT_TRUE(f.good()) << path;
   }
 };
 
-// OP_ADVANCES_PACKED's varint times read back exactly: shares starting where the worker's previous one ended, after
-// a gap, before it (a counter read behind on another core), lasting over 2^32 ns (which version 5's u32 times could
-// not hold), and workers without a share. Version 5's OP_ADVANCES still reads; corrupt varints are errors.
-TEST(TraceFormat, PackedTimesReadBackExactly) {
+// Each worker's share reads back exactly from an OP record: the op's thread (first share), worker count (0 for a
+// view) and times (first start to last end), one span per share of a computing op, shares lasting over 2^32 ns.
+// Corrupt records, versions 3 to 6 (whose records depend on earlier ones) and enumerations out of range are errors
+// naming them.
+TEST(TraceFormat, SharesReadBackExactly) {
   TempDir tmp;
   const std::string path = (tmp.path / "trace.bin").string();
   trace::OpRecord r;
   r.op = OpKind::MUL_MAT;
-  r.n_threads = 2;
-  auto write = [&](std::span<const uint64_t> times) {
+  auto write = [&](std::span<const trace::Share> node0, std::span<const trace::Share> node1) {
     trace::TraceWriter w(path);
-    const uint32_t ids[2] = {w.intern("ffn_out-0"), w.intern("ffn_out-0")};
-    for (uint32_t node = 0; node < 2; ++node) {
-      r.node = node;
-      w.op(r, ids);
-    }
-    if (!times.empty()) w.op_advances({1, Phase::GENERATE, 1, 2, 0, 2, 2}, times, 3);
+    const uint32_t ids[1] = {w.intern("ffn_out-0")};
+    r.node = 0;
+    w.op(r, ids, node0);
+    r.node = 1;
+    w.op(r, ids, node1);
     w.flush();
   };
-  // What the packed record's two nodes (ops 2 and 3) read back as: each op's (thread, n_threads, start, end) and each
-  // span's (thread, 0, start, end).
   using Times = std::array<uint64_t, 4>;
-  auto expect_read_back = [&](std::span<const uint64_t> times, const std::array<Times, 2>& ops,
-                              const std::vector<Times>& spans) {
-    write(times);
-    const trace::TraceContents t = trace::read_trace(path);
-    ASSERT_EQ(t.ops.size(), 4u);
-    for (size_t k = 0; k < 2; ++k) {
-      const trace::OpRecord& o = t.ops[2 + k];
-      EXPECT_EQ((Times{o.thread, o.n_threads, o.start_ns, o.end_ns}), ops[k]) << "op " << 2 + k;
-    }
-    ASSERT_EQ(t.spans.size(), spans.size());
-    for (size_t k = 0; k < spans.size(); ++k) {
-      const trace::SpanRecord& s = t.spans[k];
-      EXPECT_EQ((Times{s.thread, 0, s.start_ns, s.end_ns}), spans[k]) << "span " << k;
-    }
-  };
-  constexpr uint64_t kNo = trace::TraceWriter::kNoShareNs, kLong = 6'000'000'000;
-  // [node][worker] (start, end)
-  const uint64_t times[] = {5000, 5100, 5020, 5090, 5100, 5100 + kLong, kNo, kNo};
-  expect_read_back(times, {Times{0, 2, 5000, 5100}, Times{0, 1, 5100, 5100 + kLong}},
-                   {{0, 0, 5000, 5100}, {1, 0, 5020, 5090}, {0, 0, 5100, 5100 + kLong}});
-  // Worker 1 starts node 1 before its node-0 share ended (negative gap), worker 0 has none of node 0.
-  const uint64_t behind[] = {kNo, kNo, 7000, 7500, 9000, 9400, 7400, 7600};
-  expect_read_back(behind, {Times{1, 1, 7000, 7500}, Times{0, 2, 7400, 9400}},
-                   {{1, 0, 7000, 7500}, {0, 0, 9000, 9400}, {1, 0, 7400, 7600}});
-  trace::TraceContents t;
+  constexpr uint64_t kLong = 6'000'000'000;
+  const trace::Share node0[] = {{0, 5000, 5100}, {1, 5020, 5090}}, node1[] = {{0, 5100, 5100 + kLong}};
+  write(node0, node1);
+  trace::TraceContents t = trace::read_trace(path);
+  EXPECT_EQ(t.version, trace::kVersion);
+  ASSERT_EQ(t.ops.size(), 2u);
+  EXPECT_EQ((Times{t.ops[0].thread, t.ops[0].n_threads, t.ops[0].start_ns, t.ops[0].end_ns}),
+            (Times{0, 2, 5000, 5100}));
+  EXPECT_EQ((Times{t.ops[1].thread, t.ops[1].n_threads, t.ops[1].start_ns, t.ops[1].end_ns}),
+            (Times{0, 1, 5100, 5100 + kLong}));
+  EXPECT_EQ(t.ops[1].name, "ffn_out-0");
+  ASSERT_EQ(t.spans.size(), 3u);
+  EXPECT_EQ((Times{t.spans[1].thread, t.spans[1].node, t.spans[1].start_ns, t.spans[1].end_ns}),
+            (Times{1, 0, 5020, 5090}));
+  r.op = OpKind::VIEW;  // a view: thread 0's instant, no span
+  const trace::Share instant[] = {{0, 7000, 7000}};
+  write(instant, {});
+  t = trace::read_trace(path);
+  ASSERT_EQ(t.ops.size(), 2u);
+  EXPECT_EQ((Times{t.ops[0].thread, t.ops[0].n_threads, t.ops[0].start_ns, t.ops[0].end_ns}),
+            (Times{0, 0, 7000, 7000}));
+  EXPECT_EQ(t.ops[1].n_threads, 0);
+  EXPECT_TRUE(t.spans.empty());
+  r.op = OpKind::MUL_MAT;
 
   auto rejected = [&](const RecordBytes& b, trace::RecordKind kind, uint32_t version, const std::string& expected) {
-    write({});
+    write({}, {});
     b.append_to(path, kind, version);
     expect_rejected(path, expected);
   };
   using K = trace::RecordKind;
-  // Version 5's OP_ADVANCES: u32 times after base_ns.
-  write({});
-  RecordBytes v5 = RecordBytes::advances(2, 2, 100);
-  for (uint32_t x : {0u, 10u, 2u, 9u, 10u, 30u, trace::kNoShare, trace::kNoShare}) v5.put<uint32_t>(x);
-  v5.append_to(path, K::OP_ADVANCES, 5);
-  t = trace::read_trace(path);
-  EXPECT_EQ(t.version, 5u);
-  ASSERT_EQ(t.ops.size(), 4u);
-  EXPECT_EQ(t.ops[3].start_ns, 110u);
-  EXPECT_EQ(t.ops[3].end_ns, 130u);
-  EXPECT_EQ(t.spans.size(), 3u);
-  RecordBytes packed = RecordBytes::advances(1, 1, 0);
-  packed.varint(1).varint(5);
-  rejected(packed, K::OP_ADVANCES_PACKED, 5, "OP_ADVANCES_PACKED record in a version 5 trace");
-  RecordBytes too_long = RecordBytes::advances(1, 1, 0);
-  for (int k = 0; k < 10; ++k) too_long.put<uint8_t>(0xFF);
-  too_long.put<uint8_t>(1);
-  rejected(too_long, K::OP_ADVANCES_PACKED, 6, "varint longer than 64 bits");
-  RecordBytes cut = RecordBytes::advances(1, 1, 0);
-  cut.varint(3).put<uint8_t>(0x80);  // a duration whose last byte is missing
-  rejected(cut, K::OP_ADVANCES_PACKED, 6, "record payload shorter than its fields");
-  RecordBytes many = RecordBytes::advances(1000, 2, 0);
-  many.varint(0).varint(0);
-  rejected(many, K::OP_ADVANCES_PACKED, 6, "1000 nodes exceed the record");
-  RecordBytes overflow = RecordBytes::advances(1, 1, UINT64_MAX - 5);
-  overflow.varint(1).varint(10);
-  rejected(overflow, K::OP_ADVANCES_PACKED, 6, "node 0: worker 0's span ends past 2^64 ns");
+  for (uint32_t v : {3u, 4u, 5u, 6u})
+    rejected(RecordBytes(), K::STEP_END, v, fmt::format("trace.bin version {} is no longer read; re-run", v));
+  RecordBytes span;
+  span.put<uint32_t>(0).put<uint32_t>(0).put<uint16_t>(0).put<uint64_t>(1).put<uint64_t>(2);
+  rejected(span, K::SPAN, 7, "SPAN record in a version 7 trace");
+  RecordBytes backwards;  // step 0, node 0, PROMPT, MUL_MAT, layer -1, positions 0-1, one share ending before it starts
+  backwards.put<uint32_t>(0).put<uint32_t>(0).put<uint8_t>(0).put<uint8_t>(4).put<int16_t>(-1).put<int32_t>(0);
+  backwards.put<int32_t>(1).put<uint16_t>(1).put<uint16_t>(0).put<uint64_t>(10).put<uint64_t>(5);
+  rejected(backwards, K::OP, 7, "node 0: worker 0's share ends before it starts");
+  RecordBytes many = backwards;
+  many.payload.resize(22);
+  many.payload[20] = 0xE8, many.payload[21] = 0x03;  // 1000 shares
+  rejected(many, K::OP, 7, "1000 shares exceed the record");
+  rejected(RecordBytes().put<uint32_t>(0), static_cast<K>(42), 7, "unknown record kind 42");
+  // Enumerations outside their range (consumers look their names up): an unknown pool and an unknown tensor type.
+  r.inputs.resize(1);
+  r.inputs[0].ranges = {{Pool::KV_CACHE, 0, 0, 128, 0, 1}};
+  for (const auto& [patch, expected] : {std::pair<int, std::string>{0, "unknown buffer pool 9"},
+                                        std::pair<int, std::string>{1, "unknown tensor type 200"}}) {
+    trace::OpRecord bad = r;
+    if (patch == 0) bad.inputs[0].ranges[0].pool = static_cast<Pool>(9);
+    if (patch == 1) bad.out.type = static_cast<GgmlType>(200);
+    {
+      trace::TraceWriter w(path);
+      const uint32_t ids[2] = {w.intern("kq-0"), w.intern("cache_k_l0 (view)")};
+      w.op(bad, ids, {});
+    }
+    expect_rejected(path, expected);
+  }
 }
 
-// With two workers, every op's thread, worker count and times read back from a compact trace (runs of repeated
-// ops in one OP_REPEATS record) agree with its SPAN records: one span per worker that ran part of a computing op,
-// the op lasting from the first span's start to the last span's end.
+// With two workers, every op's thread, worker count and times agree with its spans: one span per worker that ran
+// part of a computing op, the op lasting from the first span's start to the last span's end.
 TEST(Trace, CompactTraceSpansAgreeWithOps) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();

@@ -6,9 +6,9 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/shape.h"
 #include "export/export.h"
 #include "trace/run_dir.h"
-#include "core/shape.h"
 
 namespace tt::exporter {
 
@@ -49,11 +49,6 @@ std::string op_args(const trace::OpRecord& o) {
   s += fmt::format(",\"output\":{{\"name\":{},\"shape\":{},\"type\":\"{}\",\"pool\":\"{}\",\"bytes\":{}}}",
                    json_string(o.out.name), shape_text(o.out.ne, ","), type_name(o.out.type), pool_name(o.out.pool),
                    o.out.bytes);
-  if (!o.fused.empty()) {
-    std::string f;
-    for (OpKind k : o.fused) f += fmt::format("{}\"{}\"", f.empty() ? "" : ",", op_name(k));
-    s += ",\"fused\":[" + f + "]";
-  }
   if (o.has_stats)
     s += fmt::format(",\"stats\":{{\"min\":{},\"max\":{},\"mean\":{},\"nan\":{},\"inf\":{},\"hash\":\"{:016x}\"}}",
                      nlohmann::json(o.stats.min).dump(), nlohmann::json(o.stats.max).dump(),

@@ -49,7 +49,6 @@ struct Node {
   OpParams params;
   std::vector<ByteRange> reads;  // exact bytes read, per input
   ByteRange write;               // bytes written (for SET_ROWS: the cache rows)
-  std::vector<OpKind> fused;     // ops a fused kernel performs besides `op` (empty when not fused)
 };
 
 // Sizes of runtime buffers, so every range is checked against its buffer when the graph is built.

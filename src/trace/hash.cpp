@@ -4,8 +4,6 @@
 // scramble functions compiled with target attributes in this otherwise baseline file; everything inlined here.
 #include <immintrin.h>
 
-#include <new>
-
 // GCC 12 reports the AVX-512 intrinsics' internal _mm512_undefined_epi32() operands as (maybe) uninitialised
 // (a false positive of the header, not of this code).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -35,54 +33,21 @@ XXH_TARGET_AVX512 XXH64_hash_t hash_long_avx512(const void* input, size_t len, X
                                     XXH3_scrambleAcc_avx512);
 }
 
-// The streaming update's stripe loops per instruction set (the digest's last stripes take the header's default).
-XXH_TARGET_AVX2 XXH_errorcode update_avx2(XXH3_state_t* state, const void* input, size_t len) {
-  return XXH3_update(state, static_cast<const xxh_u8*>(input), len, XXH3_accumulate_512_avx2, XXH3_scrambleAcc_avx2);
-}
-
-XXH_TARGET_AVX512 XXH_errorcode update_avx512(XXH3_state_t* state, const void* input, size_t len) {
-  return XXH3_update(state, static_cast<const xxh_u8*>(input), len, XXH3_accumulate_512_avx512,
-                     XXH3_scrambleAcc_avx512);
-}
-
-XXH_errorcode update_default(XXH3_state_t* state, const void* input, size_t len) {
-  return XXH3_64bits_update(state, input, len);
-}
-
-// Both loops of the widest instruction set the CPU has, chosen once.
-struct HashPaths {
-  XXH3_hashLong64_f hash_long;
-  XXH_errorcode (*update)(XXH3_state_t*, const void*, size_t);
-};
-const HashPaths& hash_paths() {
-  static const HashPaths paths = [] {
+// The loop of the widest instruction set the CPU has, chosen once.
+XXH3_hashLong64_f hash_long() {
+  static const XXH3_hashLong64_f f = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return HashPaths{hash_long_avx512, update_avx512};
-    if (__builtin_cpu_supports("avx2")) return HashPaths{hash_long_avx2, update_avx2};
-    return HashPaths{XXH3_hashLong_64b_default, update_default};
+    if (__builtin_cpu_supports("avx512f")) return &hash_long_avx512;
+    if (__builtin_cpu_supports("avx2")) return &hash_long_avx2;
+    return &XXH3_hashLong_64b_default;
   }();
-  return paths;
+  return f;
 }
 
 }  // namespace
 
 uint64_t xxh3_64(const void* data, size_t bytes) {
-  return XXH3_64bits_internal(data, bytes, 0, XXH3_kSecret, sizeof(XXH3_kSecret), hash_paths().hash_long);
+  return XXH3_64bits_internal(data, bytes, 0, XXH3_kSecret, sizeof(XXH3_kSecret), hash_long());
 }
-
-Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) {
-  if (state_ == nullptr) throw std::bad_alloc();
-  reset();
-}
-
-Xxh3Stream::~Xxh3Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
-
-void Xxh3Stream::reset() { XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_)); }
-
-void Xxh3Stream::update(const void* data, size_t bytes) {
-  hash_paths().update(static_cast<XXH3_state_t*>(state_), data, bytes);
-}
-
-uint64_t Xxh3Stream::digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }
 
 }  // namespace tt

@@ -11,20 +11,4 @@ namespace tt {
 
 uint64_t xxh3_64(const void* data, size_t bytes);
 
-// The same hash of bytes given in consecutive pieces (digest() == xxh3_64 of their concatenation), with the same
-// vector loops: the tracer hashes a step's logits a piece at a time while the threads wait at barriers.
-class Xxh3Stream {
- public:
-  Xxh3Stream();
-  ~Xxh3Stream();
-  Xxh3Stream(const Xxh3Stream&) = delete;
-  Xxh3Stream& operator=(const Xxh3Stream&) = delete;
-  void reset();
-  void update(const void* data, size_t bytes);
-  uint64_t digest() const;
-
- private:
-  void* state_;  // XXH3_state_t (64-byte aligned, from XXH3_createState)
-};
-
 }  // namespace tt

@@ -1,15 +1,23 @@
 #include "trace/trace_file.h"
 
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_decompressBound
+#include <xxhash.h>
+#include <zstd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include "core/error.h"
 #include "gguf/ggml_type.h"
 
 namespace tt::trace {
 namespace {
+
+// zstd's fast end: a block is compressed once per flush, on the tracer's writer thread.
+constexpr int kZstdLevel = 1;
 
 template <typename T>
 void put(RecordBuffer& b, T v) {
@@ -25,6 +33,17 @@ void put_range(RecordBuffer& b, const RangeRecord& r) {
   put<int32_t>(b, r.pos_end);
 }
 
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+uint64_t block_checksum(const uint8_t* header, const uint8_t* payload, size_t n) {
+  return XXH3_64bits_withSeed(payload, n, XXH3_64bits(header, 16));
+}
+
 class Reader {
  public:
   Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
@@ -35,16 +54,6 @@ class Reader {
     std::memcpy(&v, p_ + pos_, sizeof(T));
     pos_ += sizeof(T);
     return v;
-  }
-  uint64_t get_varint() {
-    uint64_t v = 0;
-    for (int shift = 0;; shift += 7) {
-      const uint8_t b = get<uint8_t>();
-      // The tenth byte holds bit 63 only.
-      if (shift == 63 && b > 1) fail("varint longer than 64 bits");
-      v |= static_cast<uint64_t>(b & 0x7F) << shift;
-      if (!(b & 0x80)) return v;
-    }
   }
   size_t remaining() const { return n_ - pos_; }
   std::string bytes(size_t len) {
@@ -88,51 +97,270 @@ RangeRecord get_range(Reader& r) {
   return x;
 }
 
-// OP_ADVANCES_PACKED's times: `count` nodes of n_threads (start, end) pairs from `times`, cursors[w] worker w's
-// previous end, written at out; past the last byte written, or nullptr for a span ending before it starts.
-uint8_t* put_shares(const uint64_t* __restrict times, uint32_t count, uint16_t n_threads, uint64_t* __restrict cursors,
-                    uint8_t* __restrict out) {
-  bool backwards = false;
-  for (uint32_t node = 0; node < count; ++node)
-    for (uint16_t w = 0; w < n_threads; ++w, times += 2) {
-      const uint64_t start = times[0], end = times[1];
-      if (start == TraceWriter::kNoShareNs) {
-        *out++ = 0;
-        continue;
-      }
-      backwards |= end < start;
-      // zigzag(start - cursor) + 1: a start behind the cursor (a counter read on another core) is a small number too
-      // (zigzag 2^64 - 1 would wrap to 0: a gap of -2^63 ns, which nothing measures).
-      out = put_varint(out, zigzag(static_cast<int64_t>(start - cursors[w])) + 1);
-      out = put_varint(out, end - start);
-      cursors[w] = end;
+// Records of one trace, fed a run of bytes at a time (a block's, or versions 1-2's whole tail).
+class RecordParser {
+ public:
+  RecordParser(TraceContents& out, const std::string& path) : out_(out), path_(path) {}
+  // Parses the records of [p, p + n); `where(pos)` names a record's place in messages. Returns the bytes of whole
+  // records: less than n only when the last record is cut short.
+  template <typename Where>
+  size_t parse(const uint8_t* p, size_t n, Where where);
+
+ private:
+  void record(RecordKind kind, Reader& r, uint32_t len);
+  const std::string& str(uint32_t id) const {
+    if (id >= strings_.size()) fail("record refers to undefined string {}", id);
+    return strings_[id];
+  }
+  TraceContents& out_;
+  const std::string& path_;
+  std::vector<std::string> strings_;
+};
+
+template <typename Where>
+size_t RecordParser::parse(const uint8_t* p, size_t n, Where where) {
+  size_t pos = 0;
+  while (pos < n) {
+    if (n - pos < 5) return pos;
+    const uint32_t len = load<uint32_t>(p + pos);
+    if (n - pos - 5 < len) return pos;
+    Reader r(p + pos + 5, len);
+    try {
+      record(static_cast<RecordKind>(p[pos + 4]), r, len);
+    } catch (const Error& e) {
+      fail("'{}': corrupt record at {}: {}", path_, where(pos), e.what());
     }
-  return backwards ? nullptr : out;
+    pos += 5 + len;
+  }
+  return pos;
+}
+
+void RecordParser::record(RecordKind kind, Reader& r, uint32_t len) {
+  const bool v7 = out_.version >= 7;
+  switch (kind) {
+    case RecordKind::STRING: {
+      const uint32_t id = r.get<uint32_t>();
+      const uint16_t n = r.get<uint16_t>();
+      if (id != strings_.size()) fail("string id {} out of order", id);
+      strings_.push_back(r.bytes(n));
+      break;
+    }
+    case RecordKind::STEP_BEGIN: {
+      StepMarker m;
+      m.step = r.get<uint32_t>();
+      // Steps are numbered 0, 1, ... in order: consumers index tables by step number.
+      if (m.step != out_.steps.size())
+        fail("STEP_BEGIN of step {} where step {} was expected", m.step, out_.steps.size());
+      m.phase = get_phase(r);
+      m.pos_begin = r.get<int32_t>();
+      m.pos_end = r.get<int32_t>();
+      m.start_ns = r.get<uint64_t>();
+      out_.steps.push_back(m);
+      break;
+    }
+    case RecordKind::STEP_END: {
+      const uint32_t step = r.get<uint32_t>();
+      if (out_.steps.empty() || out_.steps.back().step != step) fail("STEP_END for step {} without its begin", step);
+      StepMarker& m = out_.steps.back();
+      m.end_ns = r.get<uint64_t>();
+      m.token = r.get<int32_t>();
+      m.probability = r.get<float>();
+      m.ended = true;
+      break;
+    }
+    case RecordKind::SPAN: {
+      if (v7) fail("SPAN record in a version {} trace (its OP records hold the shares)", out_.version);
+      SpanRecord s;
+      s.step = r.get<uint32_t>();
+      s.node = r.get<uint32_t>();
+      s.thread = r.get<uint16_t>();
+      s.start_ns = r.get<uint64_t>();
+      s.end_ns = r.get<uint64_t>();
+      out_.spans.push_back(s);
+      break;
+    }
+    case RecordKind::OP: {
+      OpRecord o;
+      auto get_tensor = [&](TensorRecord& t) {
+        t.name = str(r.get<uint32_t>());
+        t.type = get_type(r);
+        t.pool = get_pool(r);
+        for (int d = 0; d < 4; ++d) t.ne[d] = r.get<int64_t>();
+        t.buffer_id = r.get<int32_t>();
+        t.offset = r.get<uint64_t>();
+        t.bytes = r.get<uint64_t>();
+      };
+      o.step = r.get<uint32_t>();
+      o.node = r.get<uint32_t>();
+      o.phase = get_phase(r);
+      o.op = get_op(r);
+      o.layer = r.get<int16_t>();
+      o.pos_begin = r.get<int32_t>();
+      o.pos_end = r.get<int32_t>();
+      if (v7) {
+        // The op lasts from its first share's start to its last share's end; a view's one share is no span.
+        const uint16_t n_shares = r.get<uint16_t>();
+        if (n_shares * 18ull > r.remaining()) fail("{} shares exceed the record", n_shares);
+        uint64_t start = UINT64_MAX, end = 0;
+        for (uint16_t k = 0; k < n_shares; ++k) {
+          const uint16_t thread = r.get<uint16_t>();
+          const uint64_t s = r.get<uint64_t>(), e = r.get<uint64_t>();
+          if (e < s) fail("node {}: worker {}'s share ends before it starts", o.node, thread);
+          if (k == 0) o.thread = thread;
+          start = std::min(start, s), end = std::max(end, e);
+          if (op_is_view(o.op)) continue;
+          ++o.n_threads;
+          out_.spans.push_back({o.step, o.node, thread, s, e});
+        }
+        o.start_ns = n_shares ? start : 0;
+        o.end_ns = n_shares ? end : 0;
+      } else {
+        o.thread = r.get<uint16_t>();
+        o.n_threads = r.get<uint16_t>();
+        o.start_ns = r.get<uint64_t>();
+        o.end_ns = r.get<uint64_t>();
+        o.name = str(r.get<uint32_t>());
+      }
+      get_tensor(o.out);
+      if (v7) o.name = o.out.name;  // an op is named after what it computes
+      o.write = get_range(r);
+      if (!v7) {  // fused op kinds, never written
+        const uint16_t n_fused = r.get<uint16_t>();
+        for (uint16_t i = 0; i < n_fused; ++i) get_op(r);
+      }
+      const uint16_t n_inputs = r.get<uint16_t>();
+      o.inputs.resize(n_inputs);
+      for (TensorRecord& t : o.inputs) {
+        get_tensor(t);
+        const uint32_t n_ranges = r.get<uint32_t>();
+        if (n_ranges > len) fail("range count {} exceeds the record", n_ranges);
+        t.ranges.resize(n_ranges);
+        for (RangeRecord& rr : t.ranges) rr = get_range(r);
+      }
+      o.has_stats = r.get<uint8_t>() != 0;
+      if (o.has_stats) {
+        o.stats.min = r.get<float>();
+        o.stats.max = r.get<float>();
+        o.stats.mean = r.get<double>();
+        o.stats.nan_count = r.get<uint64_t>();
+        o.stats.inf_count = r.get<uint64_t>();
+        o.stats.hash = r.get<uint64_t>();
+      }
+      out_.ops.push_back(std::move(o));
+      break;
+    }
+    case RecordKind::IO: {
+      if (out_.version < 2) fail("IO record in a version {} trace", out_.version);
+      IoRecord io;
+      io.step = r.get<uint32_t>();
+      io.node = r.get<uint32_t>();
+      io.page_bytes = r.get<uint32_t>();
+      const uint16_t n_ranges = r.get<uint16_t>();
+      io.ranges.resize(n_ranges);
+      for (IoRange& x : io.ranges) {
+        x.offset = r.get<uint64_t>();
+        x.length = r.get<uint64_t>();
+        x.pages = r.get<uint32_t>();
+        x.nonresident_pages = r.get<uint32_t>();
+        io.pages += x.pages;
+        io.nonresident_pages += x.nonresident_pages;
+      }
+      const uint16_t n_workers = r.get<uint16_t>();
+      io.workers.resize(n_workers);
+      for (IoWorker& w : io.workers) {
+        w.thread = r.get<uint16_t>();
+        w.major_faults = r.get<uint64_t>();
+        w.minor_faults = r.get<uint64_t>();
+        w.read_bytes = r.get<uint64_t>();
+      }
+      out_.io.push_back(std::move(io));
+      break;
+    }
+    default:
+      fail("unknown record kind {}", static_cast<int>(kind));
+  }
 }
 
 }  // namespace
+
+void seal_block(std::span<const uint8_t> raw, std::vector<uint8_t>& out, std::span<const uint8_t> previous) {
+  const size_t at = out.size();
+  const size_t bound = ZSTD_compressBound(raw.size());
+  out.resize(at + kBlockHeaderBytes + bound);
+  uint8_t* header = out.data() + at;
+  const std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  if (!cctx) fail("cannot compress a trace block: out of memory");
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, kZstdLevel);
+  ZSTD_CCtx_refPrefix(cctx.get(), previous.data(), previous.size());
+  const size_t n = ZSTD_compress2(cctx.get(), header + kBlockHeaderBytes, bound, raw.data(), raw.size());
+  if (ZSTD_isError(n)) fail("cannot compress a trace block: {}", ZSTD_getErrorName(n));
+  const uint32_t fields[4] = {kBlockMagic, kBlockZstd, static_cast<uint32_t>(n), static_cast<uint32_t>(raw.size())};
+  std::memcpy(header, fields, sizeof(fields));
+  const uint64_t checksum = block_checksum(header, header + kBlockHeaderBytes, n);
+  std::memcpy(header + 16, &checksum, 8);
+  out.resize(at + kBlockHeaderBytes + n);
+}
+
+std::vector<uint8_t> unseal_block(std::span<const uint8_t> block, const std::string& what,
+                                  std::span<const uint8_t> previous) {
+  if (block.size() < kBlockHeaderBytes) fail("{}: {} bytes, shorter than a block header", what, block.size());
+  const uint8_t* h = block.data();
+  const uint32_t magic = load<uint32_t>(h), flags = load<uint32_t>(h + 4);
+  const uint32_t stored = load<uint32_t>(h + 8), raw = load<uint32_t>(h + 12);
+  if (magic != kBlockMagic) fail("{}: not a block (magic {:08x})", what, magic);
+  if (block.size() - kBlockHeaderBytes < stored)
+    fail("{}: the block's {} bytes run past the end ({} left)", what, stored, block.size() - kBlockHeaderBytes);
+  const uint8_t* payload = h + kBlockHeaderBytes;
+  if (block_checksum(h, payload, stored) != load<uint64_t>(h + 16)) fail("{}: checksum mismatch", what);
+  if (flags == 0) {
+    if (raw != stored) fail("{}: an uncompressed block of {} bytes says {}", what, stored, raw);
+    return {payload, payload + stored};
+  }
+  if (flags != kBlockZstd) fail("{}: unknown block flags {}", what, flags);
+  // The declared size must be the frame's, and what its blocks can hold, before it is allocated.
+  const unsigned long long content = ZSTD_getFrameContentSize(payload, stored);
+  const unsigned long long bound = ZSTD_decompressBound(payload, stored);
+  if (content != raw || bound == ZSTD_CONTENTSIZE_ERROR || raw > bound)
+    fail("{}: the block's compressed frame does not hold the {} bytes it declares", what, raw);
+  std::vector<uint8_t> out(raw);
+  const std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  if (!dctx) fail("{}: out of memory", what);
+  ZSTD_DCtx_refPrefix(dctx.get(), previous.data(), previous.size());
+  const size_t n = ZSTD_decompressDCtx(dctx.get(), out.data(), out.size(), payload, stored);
+  if (ZSTD_isError(n) || n != raw) fail("{}: the block does not decompress", what);
+  return out;
+}
 
 TraceWriter::TraceWriter(const std::string& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "wb");
   if (!file_) fail("cannot create '{}': {}", path, std::strerror(errno));
   buffer_.reserve(2 * kFlushBytes);  // a flush at kFlushBytes plus one step's records
-  buffer_.put_bytes(kMagic, 8);
-  put<uint32_t>(buffer_, kVersion);
-  put<uint32_t>(buffer_, 0);
+  uint8_t header[kHeaderBytes] = {};
+  std::memcpy(header, kMagic, 8);
+  std::memcpy(header + 8, &kVersion, 4);
+  if (std::fwrite(header, 1, sizeof(header), file_) != sizeof(header))
+    fail("error writing '{}': {}", path_, std::strerror(errno));
+  bytes_written_ = sizeof(header);
 }
 
 TraceWriter::~TraceWriter() {
-  if (file_) {
-    if (!buffer_.empty()) std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
-    std::fclose(file_);
+  if (!file_) return;
+  try {
+    flush();
+  } catch (const Error&) {
+    // a destructor cannot report it: finish() flushes first
   }
+  std::fclose(file_);
 }
 
 void TraceWriter::flush() {
   if (buffer_.empty()) return;
-  if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size() || std::fflush(file_) != 0)
+  block_.clear();
+  seal_block({buffer_.data(), buffer_.size()}, block_, previous_);
+  if (std::fwrite(block_.data(), 1, block_.size(), file_) != block_.size() || std::fflush(file_) != 0)
     fail("error writing '{}': {}", path_, std::strerror(errno));
-  bytes_written_ += buffer_.size();
+  bytes_written_ += block_.size();
+  previous_.assign(buffer_.data(), buffer_.data() + buffer_.size());
   buffer_.clear();
 }
 
@@ -184,17 +412,6 @@ void TraceWriter::step_end(const StepMarker& m) {
   end_record();
 }
 
-void TraceWriter::span(const SpanRecord& s) {
-  begin_record(RecordKind::SPAN);
-  put<uint32_t>(buffer_, s.step);
-  put<uint32_t>(buffer_, s.node);
-  put<uint16_t>(buffer_, s.thread);
-  put<uint64_t>(buffer_, s.start_ns);
-  put<uint64_t>(buffer_, s.end_ns);
-  end_record();
-  ++span_count_;
-}
-
 void TraceWriter::io(const IoRecord& r) {
   begin_record(RecordKind::IO);
   put<uint32_t>(buffer_, r.step);
@@ -217,8 +434,7 @@ void TraceWriter::io(const IoRecord& r) {
   end_record();
 }
 
-void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
-  const uint32_t name_id = ids[0], out_id = ids[1];
+void TraceWriter::op(const OpRecord& r, const uint32_t* ids, std::span<const Share> shares) {
   auto put_tensor = [&](const TensorRecord& t, uint32_t id) {
     put<uint32_t>(buffer_, id);
     put<uint8_t>(buffer_, static_cast<uint8_t>(t.type));
@@ -236,18 +452,17 @@ void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
   put<int16_t>(buffer_, r.layer);
   put<int32_t>(buffer_, r.pos_begin);
   put<int32_t>(buffer_, r.pos_end);
-  put<uint16_t>(buffer_, r.thread);
-  put<uint16_t>(buffer_, r.n_threads);
-  put<uint64_t>(buffer_, r.start_ns);
-  put<uint64_t>(buffer_, r.end_ns);
-  put<uint32_t>(buffer_, name_id);
-  put_tensor(r.out, out_id);
+  put<uint16_t>(buffer_, static_cast<uint16_t>(shares.size()));
+  for (const Share& s : shares) {
+    put<uint16_t>(buffer_, s.thread);
+    put<uint64_t>(buffer_, s.start_ns);
+    put<uint64_t>(buffer_, s.end_ns);
+  }
+  put_tensor(r.out, ids[0]);
   put_range(buffer_, r.write);
-  put<uint16_t>(buffer_, static_cast<uint16_t>(r.fused.size()));
-  for (OpKind k : r.fused) put<uint8_t>(buffer_, static_cast<uint8_t>(k));
   put<uint16_t>(buffer_, static_cast<uint16_t>(r.inputs.size()));
   for (size_t i = 0; i < r.inputs.size(); ++i) {
-    put_tensor(r.inputs[i], ids[2 + i]);
+    put_tensor(r.inputs[i], ids[1 + i]);
     put<uint32_t>(buffer_, static_cast<uint32_t>(r.inputs[i].ranges.size()));
     for (const RangeRecord& rr : r.inputs[i].ranges) put_range(buffer_, rr);
   }
@@ -262,53 +477,7 @@ void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
   }
   end_record();
   ++op_count_;
-}
-
-void TraceWriter::op_delta(const OpRecord& r, std::span<const std::pair<uint32_t, uint64_t>> changes) {
-  begin_record(RecordKind::OP_DELTA);
-  put<uint32_t>(buffer_, r.step);
-  put<uint32_t>(buffer_, r.node);
-  put<uint8_t>(buffer_, static_cast<uint8_t>(r.phase));
-  put<int32_t>(buffer_, r.pos_begin);
-  put<int32_t>(buffer_, r.pos_end);
-  put<uint16_t>(buffer_, r.thread);
-  put<uint16_t>(buffer_, r.n_threads);
-  put<uint64_t>(buffer_, r.start_ns);
-  put<uint64_t>(buffer_, r.end_ns);
-  put<uint32_t>(buffer_, static_cast<uint32_t>(changes.size()));
-  for (const auto& [field, delta] : changes) {
-    put<uint32_t>(buffer_, field);
-    put<uint64_t>(buffer_, delta);
-  }
-  end_record();
-  ++op_count_;
-}
-
-void TraceWriter::op_advances(const AdvanceRun& run, std::span<const uint64_t> times, uint64_t n_spans) {
-  TT_CHECK(times.size() == static_cast<size_t>(run.count) * run.n_threads * 2, "OP_ADVANCES of {} nodes with {} times",
-           run.count, times.size());
-  uint64_t base = kNoShareNs;
-  for (size_t k = 0; k < times.size(); k += 2) base = std::min(base, times[k]);
-  if (base == kNoShareNs) base = 0;
-  begin_record(RecordKind::OP_ADVANCES_PACKED);
-  put<uint32_t>(buffer_, run.step);
-  put<uint8_t>(buffer_, static_cast<uint8_t>(run.phase));
-  put<int32_t>(buffer_, run.pos_begin);
-  put<int32_t>(buffer_, run.pos_end);
-  put<uint32_t>(buffer_, run.first_node);
-  put<uint32_t>(buffer_, run.count);
-  put<uint16_t>(buffer_, run.n_threads);
-  put<uint64_t>(buffer_, base);
-  // Each worker's cursor: its previous share's end. A share mostly starts where the worker's previous one ended
-  // (g = 1, one byte) and lasts under 16 us (two bytes).
-  cursors_.assign(run.n_threads, base);
-  uint8_t* end = buffer_.tail(times.size() * kMaxVarintBytes);
-  end = put_shares(times.data(), run.count, run.n_threads, cursors_.data(), end);
-  TT_CHECK(end != nullptr, "OP_ADVANCES of step {}: a span ends before it starts", run.step);
-  buffer_.append(end);
-  end_record();
-  op_count_ += run.count;
-  span_count_ += n_spans;
+  if (!op_is_view(r.op)) span_count_ += shares.size();
 }
 
 TraceContents read_trace(const std::string& path) {
@@ -323,280 +492,44 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
   if (data.empty()) fail("'{}' is empty (0 bytes)", path);
   if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 8) != 0)
     fail("'{}' is not a tensortrace trace (bad magic)", path);
-  std::memcpy(&out.version, data.data() + 8, 4);
-  if (out.version < kMinVersion || out.version > kVersion)
-    fail("'{}': trace format version {} is not supported (expected {} to {})", path, out.version, kMinVersion,
-         kVersion);
-  std::vector<std::string> strings;
-  // By node index: the node's most recent record (OP_REPEAT... restore from it), and its stride (OP_DELTA sets it,
-  // OP_ADVANCES adds it; empty: 0).
-  std::vector<OpRecord> last_op;
-  std::vector<std::vector<uint64_t>> stride;
-  std::vector<uint64_t> fields;   // scratch
-  std::vector<uint64_t> cursors;  // OP_ADVANCES_PACKED: each worker's previous share's end
-  auto remember = [&](const OpRecord& o) {
-    if (o.node >= kMaxNodes) fail("node index {} beyond any graph ({} nodes at most)", o.node, kMaxNodes);
-    if (o.node >= last_op.size()) last_op.resize(o.node + 1), stride.resize(o.node + 1);
-    last_op[o.node] = o;
-  };
-  auto previous = [&](uint32_t node, uint32_t step, const char* kind) -> const OpRecord& {
-    if (node >= last_op.size() || last_op[node].op == OpKind::kCount)
-      fail("{} of node {} (step {}) before any OP record of that node", kind, node, step);
-    return last_op[node];
-  };
-  // Adds stride d to o's placement fields, which `fields` already holds.
-  auto add_stride = [&](OpRecord& o, const std::vector<uint64_t>& d) {
-    if (d.size() != fields.size())
-      fail("stride of {} fields for node {}, which has {}", d.size(), o.node, fields.size());
-    for (size_t i = 0; i < d.size(); ++i) fields[i] += d[i];
-    set_placement_fields(o, fields);
-  };
-  auto str = [&](uint32_t id) -> const std::string& {
-    if (id >= strings.size()) fail("'{}': record refers to undefined string {}", path, id);
-    return strings[id];
-  };
+  out.version = load<uint32_t>(data.data() + 8);
+  if (out.version >= 3 && out.version <= 6)
+    fail("'{}': trace.bin version {} is no longer read; re-run with this version", path, out.version);
+  if (out.version < 1 || out.version > kVersion)
+    fail("'{}': trace format version {} is not supported (expected 1, 2 or {})", path, out.version, kVersion);
+  RecordParser records(out, path);
   size_t pos = kHeaderBytes;
-  while (pos < data.size()) {
-    if (data.size() - pos < 5) {
+  std::vector<uint8_t> previous;  // the last block's records: the next one is compressed against them
+  if (out.version < 7) {          // records straight after the header
+    const size_t n = data.size() - pos;
+    const size_t whole =
+        records.parse(data.data() + pos, n, [&](size_t at) { return fmt::format("byte {}", pos + at); });
+    if (whole < n) {
       out.complete = false;
-      out.stop_reason = "file ends inside a record header";
+      out.stop_reason = n - whole < 5 ? "file ends inside a record header"
+                                      : fmt::format("file ends inside a record of {} bytes",
+                                                    load<uint32_t>(data.data() + pos + whole));
+    }
+    pos += whole;
+  }
+  while (out.version >= 7 && pos < data.size()) {
+    const size_t left = data.size() - pos;
+    if (left < kBlockHeaderBytes || left - kBlockHeaderBytes < load<uint32_t>(data.data() + pos + 8)) {
+      // A block cut short by a kill (a flipped length in a block's header reads the same way).
+      if (left >= 4 && load<uint32_t>(data.data() + pos) != kBlockMagic)
+        fail("'{}': no block at byte {} (magic {:08x})", path, pos, load<uint32_t>(data.data() + pos));
+      out.complete = false;
+      out.stop_reason = fmt::format("file ends inside the block at byte {} ({} bytes of it present)", pos, left);
       break;
     }
-    uint32_t len;
-    std::memcpy(&len, data.data() + pos, 4);
-    const auto kind = static_cast<RecordKind>(data[pos + 4]);
-    if (data.size() - pos - 5 < len) {
-      out.complete = false;
-      out.stop_reason = fmt::format("file ends inside a record of {} bytes", len);
-      break;
-    }
-    Reader r(data.data() + pos + 5, len);
-    try {
-      switch (kind) {
-        case RecordKind::STRING: {
-          uint32_t id = r.get<uint32_t>();
-          uint16_t n = r.get<uint16_t>();
-          if (id != strings.size()) fail("string id {} out of order", id);
-          strings.push_back(r.bytes(n));
-          break;
-        }
-        case RecordKind::STEP_BEGIN: {
-          StepMarker m;
-          m.step = r.get<uint32_t>();
-          // Steps are numbered 0, 1, ... in order: consumers index tables by step number.
-          if (m.step != out.steps.size())
-            fail("STEP_BEGIN of step {} where step {} was expected", m.step, out.steps.size());
-          m.phase = get_phase(r);
-          m.pos_begin = r.get<int32_t>();
-          m.pos_end = r.get<int32_t>();
-          m.start_ns = r.get<uint64_t>();
-          out.steps.push_back(m);
-          break;
-        }
-        case RecordKind::STEP_END: {
-          uint32_t step = r.get<uint32_t>();
-          if (out.steps.empty() || out.steps.back().step != step) fail("STEP_END for step {} without its begin", step);
-          StepMarker& m = out.steps.back();
-          m.end_ns = r.get<uint64_t>();
-          m.token = r.get<int32_t>();
-          m.probability = r.get<float>();
-          m.ended = true;
-          break;
-        }
-        case RecordKind::SPAN: {
-          SpanRecord s;
-          s.step = r.get<uint32_t>();
-          s.node = r.get<uint32_t>();
-          s.thread = r.get<uint16_t>();
-          s.start_ns = r.get<uint64_t>();
-          s.end_ns = r.get<uint64_t>();
-          out.spans.push_back(s);
-          break;
-        }
-        case RecordKind::OP: {
-          OpRecord o;
-          auto get_tensor = [&](TensorRecord& t) {
-            t.name = str(r.get<uint32_t>());
-            t.type = get_type(r);
-            t.pool = get_pool(r);
-            for (int d = 0; d < 4; ++d) t.ne[d] = r.get<int64_t>();
-            t.buffer_id = r.get<int32_t>();
-            t.offset = r.get<uint64_t>();
-            t.bytes = r.get<uint64_t>();
-          };
-          o.step = r.get<uint32_t>();
-          o.node = r.get<uint32_t>();
-          o.phase = get_phase(r);
-          o.op = get_op(r);
-          o.layer = r.get<int16_t>();
-          o.pos_begin = r.get<int32_t>();
-          o.pos_end = r.get<int32_t>();
-          o.thread = r.get<uint16_t>();
-          o.n_threads = r.get<uint16_t>();
-          o.start_ns = r.get<uint64_t>();
-          o.end_ns = r.get<uint64_t>();
-          o.name = str(r.get<uint32_t>());
-          get_tensor(o.out);
-          o.write = get_range(r);
-          uint16_t n_fused = r.get<uint16_t>();
-          for (uint16_t i = 0; i < n_fused; ++i) o.fused.push_back(get_op(r));
-          uint16_t n_inputs = r.get<uint16_t>();
-          o.inputs.resize(n_inputs);
-          for (TensorRecord& t : o.inputs) {
-            get_tensor(t);
-            uint32_t n_ranges = r.get<uint32_t>();
-            if (n_ranges > len) fail("range count {} exceeds the record", n_ranges);
-            t.ranges.resize(n_ranges);
-            for (RangeRecord& rr : t.ranges) rr = get_range(r);
-          }
-          o.has_stats = r.get<uint8_t>() != 0;
-          if (o.has_stats) {
-            o.stats.min = r.get<float>();
-            o.stats.max = r.get<float>();
-            o.stats.mean = r.get<double>();
-            o.stats.nan_count = r.get<uint64_t>();
-            o.stats.inf_count = r.get<uint64_t>();
-            o.stats.hash = r.get<uint64_t>();
-          }
-          remember(o);
-          stride[o.node].clear();
-          out.ops.push_back(std::move(o));
-          break;
-        }
-        case RecordKind::OP_REPEAT:
-        case RecordKind::OP_DELTA: {
-          const bool delta = kind == RecordKind::OP_DELTA;
-          if (out.version < (delta ? 5u : 3u))
-            fail("{} record in a version {} trace", delta ? "OP_DELTA" : "OP_REPEAT", out.version);
-          const uint32_t step = r.get<uint32_t>(), node = r.get<uint32_t>();
-          OpRecord o = previous(node, step, delta ? "OP_DELTA" : "OP_REPEAT");
-          o.step = step;
-          o.phase = get_phase(r);
-          o.pos_begin = r.get<int32_t>();
-          o.pos_end = r.get<int32_t>();
-          o.thread = r.get<uint16_t>();
-          o.n_threads = r.get<uint16_t>();
-          o.start_ns = r.get<uint64_t>();
-          o.end_ns = r.get<uint64_t>();
-          std::vector<uint64_t>& d = stride[node];
-          d.clear();
-          if (delta) {
-            const uint32_t n_changes = r.get<uint32_t>();
-            placement_fields(o, fields);
-            if (n_changes > fields.size())
-              fail("{} changes to the {} placement fields of node {}", n_changes, fields.size(), node);
-            d.assign(fields.size(), 0);
-            for (uint32_t c = 0; c < n_changes; ++c) {
-              const uint32_t field = r.get<uint32_t>();
-              if (field >= fields.size())
-                fail("change to field {} of node {}, which has {}", field, node, fields.size());
-              d[field] = r.get<uint64_t>();
-            }
-            add_stride(o, d);
-          }
-          remember(o);
-          out.ops.push_back(std::move(o));
-          break;
-        }
-        case RecordKind::OP_REPEATS:
-        case RecordKind::OP_ADVANCES:
-        case RecordKind::OP_ADVANCES_PACKED: {
-          const bool advances = kind != RecordKind::OP_REPEATS, packed = kind == RecordKind::OP_ADVANCES_PACKED;
-          const char* kind_name = packed ? "OP_ADVANCES_PACKED" : advances ? "OP_ADVANCES" : "OP_REPEATS";
-          const uint32_t since = packed ? 6 : advances ? 5 : 4;
-          if (out.version < since) fail("{} record in a version {} trace", kind_name, out.version);
-          const uint32_t step = r.get<uint32_t>();
-          const Phase phase = get_phase(r);
-          const int32_t pos_begin = r.get<int32_t>(), pos_end = r.get<int32_t>();
-          const uint32_t first = r.get<uint32_t>(), count = r.get<uint32_t>();
-          const uint16_t n_threads = r.get<uint16_t>();
-          const uint64_t base = r.get<uint64_t>();
-          // Every node costs 8 bytes a worker (packed: at least one): a record cannot stand for more nodes than its
-          // bytes hold.
-          if (n_threads == 0) fail("{} record of no workers", kind_name);
-          if (static_cast<uint64_t>(count) * n_threads * (packed ? 1 : 8) > r.remaining())
-            fail("{} nodes exceed the record", count);
-          cursors.assign(n_threads, base);
-          // Worker t's share of the node: false when it has none.
-          auto share = [&](uint32_t node, uint16_t t, uint64_t& start, uint64_t& end) {
-            if (!packed) {
-              const uint32_t s = r.get<uint32_t>(), e = r.get<uint32_t>();
-              start = base + s, end = base + e;
-              return !(s == kNoShare && e == kNoShare);
-            }
-            const uint64_t g = r.get_varint();
-            if (g == 0) return false;
-            start = cursors[t] + static_cast<uint64_t>(unzigzag(g - 1));
-            end = start + r.get_varint();
-            if (end < start) fail("node {}: worker {}'s span ends past 2^64 ns", node, t);
-            cursors[t] = end;
-            return true;
-          };
-          for (uint32_t node = first; node - first < count; ++node) {
-            OpRecord o = previous(node, step, kind_name);
-            if (advances && !stride[node].empty()) {
-              placement_fields(o, fields);
-              add_stride(o, stride[node]);
-            }
-            o.step = step;
-            o.phase = phase;
-            o.pos_begin = pos_begin;
-            o.pos_end = pos_end;
-            o.n_threads = 0;
-            uint64_t start = UINT64_MAX, end = 0;
-            int first_thread = -1;
-            for (uint16_t t = 0; t < n_threads; ++t) {
-              uint64_t s, e;
-              if (!share(node, t, s, e)) continue;
-              if (first_thread < 0) first_thread = t;
-              start = std::min(start, s);
-              end = std::max(end, e);
-              if (op_is_view(o.op)) continue;
-              ++o.n_threads;
-              out.spans.push_back({step, node, t, s, e});
-            }
-            o.thread = static_cast<uint16_t>(std::max(first_thread, 0));
-            o.start_ns = start == UINT64_MAX ? 0 : start;
-            o.end_ns = end == 0 ? o.start_ns : end;
-            remember(o);
-            out.ops.push_back(std::move(o));
-          }
-          break;
-        }
-        case RecordKind::IO: {
-          if (out.version < 2) fail("IO record in a version {} trace", out.version);
-          IoRecord io;
-          io.step = r.get<uint32_t>();
-          io.node = r.get<uint32_t>();
-          io.page_bytes = r.get<uint32_t>();
-          const uint16_t n_ranges = r.get<uint16_t>();
-          io.ranges.resize(n_ranges);
-          for (IoRange& x : io.ranges) {
-            x.offset = r.get<uint64_t>();
-            x.length = r.get<uint64_t>();
-            x.pages = r.get<uint32_t>();
-            x.nonresident_pages = r.get<uint32_t>();
-            io.pages += x.pages;
-            io.nonresident_pages += x.nonresident_pages;
-          }
-          const uint16_t n_workers = r.get<uint16_t>();
-          io.workers.resize(n_workers);
-          for (IoWorker& w : io.workers) {
-            w.thread = r.get<uint16_t>();
-            w.major_faults = r.get<uint64_t>();
-            w.minor_faults = r.get<uint64_t>();
-            w.read_bytes = r.get<uint64_t>();
-          }
-          out.io.push_back(std::move(io));
-          break;
-        }
-        default:
-          fail("unknown record kind {}", static_cast<int>(kind));
-      }
-    } catch (const Error& e) {
-      fail("'{}': corrupt record at byte {}: {}", path, pos, e.what());
-    }
-    pos += 5 + len;
+    const uint32_t stored = load<uint32_t>(data.data() + pos + 8);
+    std::vector<uint8_t> raw = unseal_block(data.subspan(pos, kBlockHeaderBytes + stored),
+                                            fmt::format("'{}': block at byte {}", path, pos), previous);
+    const size_t whole = records.parse(
+        raw.data(), raw.size(), [&](size_t at) { return fmt::format("byte {} of the block at byte {}", at, pos); });
+    if (whole < raw.size()) fail("'{}': the block at byte {} ends inside a record", path, pos);
+    previous.swap(raw);
+    pos += kBlockHeaderBytes + stored;
   }
   out.stopped_at = pos;
   if (out.complete && !out.steps.empty() && !out.steps.back().ended) {

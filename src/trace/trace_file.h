@@ -15,16 +15,6 @@
 
 namespace tt::trace {
 
-// Unsigned LEB128 (7 bits a byte, low first, the high bit set on every byte but the last) of v at p, which has room
-// for kMaxVarintBytes: past the last byte written. A plain loop: a branch-free form for values below 2^28 took twice
-// as long on a step's times (tt_bench BM_TraceWriterAdvances).
-constexpr size_t kMaxVarintBytes = 10;
-inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
-  for (; v >= 0x80; v >>= 7) *p++ = static_cast<uint8_t>(v | 0x80);
-  *p++ = static_cast<uint8_t>(v);
-  return p;
-}
-
 // Append-only bytes of the records not yet written: a field is one predictable capacity check and a memcpy
 // (std::vector::resize per field zero-fills and costs several times that, on every field of every op).
 class RecordBuffer {
@@ -42,12 +32,6 @@ class RecordBuffer {
     std::memcpy(bytes_.data() + used_, p, n);
     used_ += n;
   }
-  // Room for n more bytes: where they go. append(end) then keeps those up to end (at most n).
-  uint8_t* tail(size_t n) {
-    if (bytes_.size() - used_ < n) grow(n);
-    return bytes_.data() + used_;
-  }
-  void append(const uint8_t* end) { used_ = static_cast<size_t>(end - bytes_.data()); }
   uint8_t* data() { return bytes_.data(); }
   size_t size() const { return used_; }
   bool empty() const { return used_ == 0; }
@@ -63,43 +47,31 @@ class RecordBuffer {
   size_t used_ = 0;
 };
 
+// Appends to `out` a block (docs/trace-format.md) holding the records `raw`: zstd-compressed with the previous
+// block's records as prefix (steps repeat most of the step before's bytes), with its header and checksum. The writer
+// seals each flush this way; the fuzzer seals its inputs to get past the checksum.
+void seal_block(std::span<const uint8_t> raw, std::vector<uint8_t>& out, std::span<const uint8_t> previous = {});
+
 class TraceWriter {
  public:
   explicit TraceWriter(const std::string& path);  // throws tt::Error
-  ~TraceWriter();
+  ~TraceWriter();                                 // seals what is buffered (errors are lost: call flush() first)
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
   void step_begin(const StepMarker& m);
-  // An op with its strings already interned: ids[0] the op name, ids[1] the output, ids[2 + k] input k (the
-  // record's own name fields are not read). The tracer interns them once per graph, not once per record.
-  void op(const OpRecord& r, const uint32_t* ids);
-  // Version 5, an op whose record is the previous record of the same node index but for the per-step fields (r's
-  // step, node, phase, positions, thread, n_threads, times) and the placement fields listed in `changes`: (field
-  // index in for_each_placement_field's order, delta to add mod 2^64). The deltas are the node's new stride.
-  void op_delta(const OpRecord& r, std::span<const std::pair<uint32_t, uint64_t>> changes);
-  // Nodes [first_node, first_node + count) of a step, each its previous record advanced by its stride (0 after an
-  // OP record), with their workers' spans, as one OP_ADVANCES_PACKED record: `times` holds count * n_threads
-  // (start, end) pairs in ns since the run started ({kNoShareNs, kNoShareNs}: no share); n_spans is how many of them
-  // stand for SPAN records (shares of non-view nodes).
-  struct AdvanceRun {
-    uint32_t step = 0;
-    Phase phase = Phase::PROMPT;
-    int32_t pos_begin = 0, pos_end = 0;
-    uint32_t first_node = 0, count = 0;
-    uint16_t n_threads = 0;
-  };
-  static constexpr uint64_t kNoShareNs = UINT64_MAX;
-  void op_advances(const AdvanceRun& run, std::span<const uint64_t> times, uint64_t n_spans);
+  // An op with its workers' shares and its strings already interned: ids[0] the output, ids[1 + k] input k (the
+  // record's name fields, its thread, n_threads and times are not read: the shares give them).
+  void op(const OpRecord& r, const uint32_t* ids, std::span<const Share> shares = {});
   // Id of a string in the trace's string table; its STRING record is emitted before any record that uses it.
   uint32_t intern(const std::string& s);
   const std::string& string_of(uint32_t id) const { return *names_[id]; }
-  void span(const SpanRecord& s);
   void step_end(const StepMarker& m);
   void io(const IoRecord& r);
-  // Pushes buffered records to the file (the tracer calls it after whole steps: past kFlushBytes, at least every
-  // 500 ms, and at the end).
+  // Seals the buffered records into a block and writes it (the tracer calls it after whole steps: past kFlushBytes,
+  // at least every 500 ms, and at the end).
   void flush();
-  uint64_t bytes_written() const { return bytes_written_ + buffer_.size(); }
+  uint64_t bytes_written() const { return bytes_written_; }  // of the file, sealed blocks only
   uint64_t bytes_buffered() const { return buffer_.size(); }
-  // Buffered bytes past which the tracer flushes whatever the interval: the buffer stays this size and in cache.
   static constexpr size_t kFlushBytes = 256 << 10;
   uint64_t op_count() const { return op_count_; }
   uint64_t span_count() const { return span_count_; }
@@ -111,9 +83,10 @@ class TraceWriter {
   std::string path_;
   std::FILE* file_ = nullptr;
   RecordBuffer buffer_;
+  std::vector<uint8_t> block_;     // flush()'s, reused
+  std::vector<uint8_t> previous_;  // the last block's records
   size_t record_start_ = 0;
   bool in_record_ = false;
-  std::vector<uint64_t> cursors_;  // op_advances' scratch: each worker's previous share's end
   std::unordered_map<std::string, uint32_t> strings_;
   std::vector<const std::string*> names_;  // id -> key in strings_ (node-based map: keys never move)
   uint64_t bytes_written_ = 0, op_count_ = 0, span_count_ = 0;
@@ -124,16 +97,21 @@ struct TraceContents {
   std::vector<StepMarker> steps;
   std::vector<OpRecord> ops;
   std::vector<SpanRecord> spans;
-  std::vector<IoRecord> io;  // version 2 with --io-trace
-  bool complete = true;      // false when the file ends inside a record
+  std::vector<IoRecord> io;  // with --io-trace
+  bool complete = true;      // false when the file ends inside a block (or, versions 1-2, a record)
   uint64_t stopped_at = 0;   // byte offset where reading stopped
-  std::string stop_reason;   // why it stopped early (truncated record, ...)
+  std::string stop_reason;   // why it stopped early (truncated block, ...)
 };
 
-// Reads a whole trace. A truncated tail (a run killed midway) is not an error: every complete record is returned
-// and complete/stopped_at/stop_reason say where and why reading stopped. A corrupt file is an Error.
+// Reads a whole trace. A truncated tail (a run killed midway) is not an error: every complete block is returned and
+// complete/stopped_at/stop_reason say where and why reading stopped. A corrupt file (a block whose checksum does not
+// match, named by its byte offset; a bad record) is an Error.
 TraceContents read_trace(const std::string& path);
 // The same from the file's bytes; `path` names it in messages (fuzzed: fuzz/fuzz_trace.cpp).
 TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path);
+// The records of the whole block at the start of `block` (checked and decompressed against the previous block's
+// records); `what` names it in messages.
+std::vector<uint8_t> unseal_block(std::span<const uint8_t> block, const std::string& what,
+                                  std::span<const uint8_t> previous = {});
 
 }  // namespace tt::trace

@@ -210,4 +210,48 @@ nlohmann::json Prefetcher::stats() const {
           {"lookahead_ops", lookahead_}};
 }
 
+IoProbe::~IoProbe() {
+  for (Slot& s : slots_)
+    if (s.proc_fd >= 0) ::close(s.proc_fd);
+}
+
+void IoProbe::on_graph_ready(const Graph& g, int32_t step, int n_threads, StepCapture& c) {
+  graph_ = &g;
+  if (trace_io_) {
+    const size_t n = g.nodes().size();
+    slots_.resize(n_threads);
+    c.io_workers.assign(static_cast<size_t>(n_threads) * n, trace::IoWorker{});
+    c.io_ranges.resize(n);
+    for (auto& r : c.io_ranges) r.clear();
+  }
+  if (prefetcher_) prefetcher_->on_graph_ready(g, step);
+}
+
+void IoProbe::on_node_begin(int node, const Node& n, StepCapture& c) {
+  if (trace_io_) {
+    std::vector<trace::IoRange>& ranges = c.io_ranges[node];
+    for (const ByteRange& r : n.reads)
+      if (r.pool == Pool::MODEL_FILE && r.length) {
+        const Residency res = residency(base_, r.offset, r.length, mincore_buf_);
+        ranges.push_back({r.offset, r.length, res.pages, res.nonresident});
+      }
+  }
+  if (prefetcher_) prefetcher_->on_node_begin(node);
+}
+
+void IoProbe::on_worker_begin(int thread) {
+  if (!trace_io_) return;
+  Slot& s = slots_[thread];
+  s.begin = read_thread_io(s.proc_fd);
+}
+
+void IoProbe::on_worker_end(int thread, int node, StepCapture& c) {
+  if (!trace_io_ || op_is_view(graph_->nodes()[node].op)) return;
+  Slot& s = slots_[thread];
+  const ThreadIoCounters e = read_thread_io(s.proc_fd);
+  c.io_workers[static_cast<size_t>(thread) * graph_->nodes().size() + node] = {
+      static_cast<uint16_t>(thread), e.major_faults - s.begin.major_faults, e.minor_faults - s.begin.minor_faults,
+      e.read_bytes - s.begin.read_bytes};
+}
+
 }  // namespace tt

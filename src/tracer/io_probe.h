@@ -13,9 +13,10 @@
 #include <thread>
 #include <vector>
 
-namespace tt {
+#include "graph/graph.h"
+#include "tracer/step_capture.h"
 
-class Graph;
+namespace tt {
 
 struct ThreadIoCounters {
   uint64_t major_faults = 0, minor_faults = 0;
@@ -76,6 +77,37 @@ class Prefetcher {
   std::vector<uint8_t> requested_;  // per page: already queued once
   std::atomic<uint64_t> bytes_read_{0}, requests_{0};
   std::thread thread_;
+};
+
+class Prefetcher;
+
+// The tracer's part for `run --io-trace` (IO records: residency of each op's model-file ranges before it, each
+// worker's faults and storage reads during its share) and `--prefetch` (the prefetcher is told of each graph and
+// node start): the executor's node and worker hooks, into the step's capture.
+class IoProbe {
+ public:
+  IoProbe(const uint8_t* file_base, bool trace_io) : base_(file_base), trace_io_(trace_io) {}
+  ~IoProbe();
+  IoProbe(const IoProbe&) = delete;
+  IoProbe& operator=(const IoProbe&) = delete;
+  void set_prefetcher(Prefetcher* p) { prefetcher_ = p; }
+  bool active() const { return trace_io_ || prefetcher_ != nullptr; }
+  void on_graph_ready(const Graph& g, int32_t step, int n_threads, StepCapture& c);
+  void on_node_begin(int node, const Node& n, StepCapture& c);  // thread 0, before the workers start it
+  void on_worker_begin(int thread);
+  void on_worker_end(int thread, int node, StepCapture& c);
+
+ private:
+  struct Slot {
+    int proc_fd = -1;
+    ThreadIoCounters begin;
+  };
+  const uint8_t* base_;
+  bool trace_io_;
+  Prefetcher* prefetcher_ = nullptr;
+  const Graph* graph_ = nullptr;
+  std::vector<Slot> slots_;  // [thread]
+  std::vector<unsigned char> mincore_buf_;
 };
 
 }  // namespace tt
