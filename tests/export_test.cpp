@@ -33,16 +33,19 @@ class Export : public ::testing::Test {
     root_ = new fs::path(fs::temp_directory_path() / ("tt-export-test-" + std::to_string(::getpid())));
     fs::remove_all(*root_);
     fs::create_directories(*root_);
+    run_experiment(options((*root_ / "run").string(), 3), nullptr);
+  }
+  static ExperimentOptions options(const std::string& dir, int n_predict) {
     ExperimentOptions o;
     o.model_path = test::repo_path("models/stories260K.gguf");
     o.prompt = "Once upon a time";
-    o.n_predict = 3;
+    o.n_predict = n_predict;
     o.n_threads = 2;
     o.sampling.temperature = 0;
     o.trace_options.values = true;
-    o.run_dir = (*root_ / "run").string();
+    o.run_dir = dir;
     o.progress = false;
-    run_experiment(o, nullptr);
+    return o;
   }
   static void TearDownTestSuite() {
     fs::remove_all(*root_);
@@ -395,7 +398,9 @@ TEST_F(Export, LoaderErrors) {
 // says the trace is truncated.
 TEST_F(Export, TruncatedTraceExportsWhatIsThere) {
   const fs::path cut = root() / "cut.partial";
-  fs::copy(run_dir(), cut, fs::copy_options::recursive);
+  // A run long enough for trace.bin to hold several blocks (a cut one loses its own records only).
+  run_experiment(options((root() / "long").string(), 24), nullptr);
+  fs::rename(root() / "long", cut);
   fs::remove(cut / "run.json");
   const uint64_t size = fs::file_size(cut / "trace.bin");
   fs::resize_file(cut / "trace.bin", size * 2 / 3);

@@ -283,22 +283,36 @@ void RecordParser::record(RecordKind kind, Reader& r, uint32_t len) {
 
 }  // namespace
 
-void seal_block(std::span<const uint8_t> raw, std::vector<uint8_t>& out, std::span<const uint8_t> previous) {
+namespace {
+
+ZstdContext new_context() {
+  ZstdContext c(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  if (!c) fail("cannot compress a trace block: out of memory");
+  return c;
+}
+
+// seal_block with a context kept between blocks (a new one's memory is faulted in anew each time).
+void seal_block(ZSTD_CCtx* cctx, std::span<const uint8_t> raw, std::vector<uint8_t>& out,
+                std::span<const uint8_t> previous) {
   const size_t at = out.size();
   const size_t bound = ZSTD_compressBound(raw.size());
   out.resize(at + kBlockHeaderBytes + bound);
   uint8_t* header = out.data() + at;
-  const std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
-  if (!cctx) fail("cannot compress a trace block: out of memory");
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, kZstdLevel);
-  ZSTD_CCtx_refPrefix(cctx.get(), previous.data(), previous.size());
-  const size_t n = ZSTD_compress2(cctx.get(), header + kBlockHeaderBytes, bound, raw.data(), raw.size());
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kZstdLevel);
+  ZSTD_CCtx_refPrefix(cctx, previous.data(), previous.size());
+  const size_t n = ZSTD_compress2(cctx, header + kBlockHeaderBytes, bound, raw.data(), raw.size());
   if (ZSTD_isError(n)) fail("cannot compress a trace block: {}", ZSTD_getErrorName(n));
   const uint32_t fields[4] = {kBlockMagic, kBlockZstd, static_cast<uint32_t>(n), static_cast<uint32_t>(raw.size())};
   std::memcpy(header, fields, sizeof(fields));
   const uint64_t checksum = block_checksum(header, header + kBlockHeaderBytes, n);
   std::memcpy(header + 16, &checksum, 8);
   out.resize(at + kBlockHeaderBytes + n);
+}
+
+}  // namespace
+
+void seal_block(std::span<const uint8_t> raw, std::vector<uint8_t>& out, std::span<const uint8_t> previous) {
+  seal_block(new_context().get(), raw, out, previous);
 }
 
 std::vector<uint8_t> unseal_block(std::span<const uint8_t> block, const std::string& what,
@@ -331,7 +345,7 @@ std::vector<uint8_t> unseal_block(std::span<const uint8_t> block, const std::str
   return out;
 }
 
-TraceWriter::TraceWriter(const std::string& path) : path_(path) {
+TraceWriter::TraceWriter(const std::string& path) : path_(path), cctx_(new_context()) {
   file_ = std::fopen(path.c_str(), "wb");
   if (!file_) fail("cannot create '{}': {}", path, std::strerror(errno));
   buffer_.reserve(2 * kFlushBytes);  // a flush at kFlushBytes plus one step's records
@@ -356,7 +370,7 @@ TraceWriter::~TraceWriter() {
 void TraceWriter::flush() {
   if (buffer_.empty()) return;
   block_.clear();
-  seal_block({buffer_.data(), buffer_.size()}, block_, previous_);
+  seal_block(cctx_.get(), {buffer_.data(), buffer_.size()}, block_, previous_);
   if (std::fwrite(block_.data(), 1, block_.size(), file_) != block_.size() || std::fflush(file_) != 0)
     fail("error writing '{}': {}", path_, std::strerror(errno));
   bytes_written_ += block_.size();

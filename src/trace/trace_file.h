@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -13,7 +14,11 @@
 #include "trace/format.h"
 #include "trace/records.h"
 
+struct ZSTD_CCtx_s;
+
 namespace tt::trace {
+
+using ZstdContext = std::unique_ptr<ZSTD_CCtx_s, size_t (*)(ZSTD_CCtx_s*)>;
 
 // Append-only bytes of the records not yet written: a field is one predictable capacity check and a memcpy
 // (std::vector::resize per field zero-fills and costs several times that, on every field of every op).
@@ -85,6 +90,7 @@ class TraceWriter {
   RecordBuffer buffer_;
   std::vector<uint8_t> block_;     // flush()'s, reused
   std::vector<uint8_t> previous_;  // the last block's records
+  ZstdContext cctx_;
   size_t record_start_ = 0;
   bool in_record_ = false;
   std::unordered_map<std::string, uint32_t> strings_;

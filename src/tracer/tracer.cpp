@@ -1,5 +1,7 @@
 #include "tracer/tracer.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -58,6 +60,13 @@ Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, cons
   ticks0_ = tick_count(), ns0_ = now_ns();
   last_flush_ns_ = ns0_;
   writer_ = std::thread([this] { writer_loop(); });
+  // The writer runs only on a core the engine leaves idle: taking one from a worker mid-step would hold the other
+  // workers at the next barrier. Behind by kQueueSteps, it gets the run's thread's core while that waits.
+  const sched_param idle{};
+  if (const int e = pthread_setschedparam(writer_.native_handle(), SCHED_IDLE, &idle); e != 0) {
+    stop_writer();
+    fail("cannot give the tracer's writer thread idle priority: {}", std::strerror(e));
+  }
 }
 
 Tracer::~Tracer() { stop_writer(); }
