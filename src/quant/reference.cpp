@@ -873,9 +873,8 @@ void vec_dot_iq4_xs(int64_t n, float* result, const void* vx, const void* vy) {
 
 namespace {
 
-// make_qx_quants with rmse_type 1 and no importance weights (w = x^2): signed levels -nmax..nmax-1, scale
-// refined over 18 trial inverse scales. L gets level + nmax.
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+// The element of largest magnitude, signed (the first of equal magnitudes), as ggml's quantizers find it.
+float signed_max(const float* x, int n) {
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -884,7 +883,14 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
       max = x[i];
     }
   }
-  if (amax < kGroupMaxEps) {
+  return max;
+}
+
+// make_qx_quants with rmse_type 1 and no importance weights (w = x^2): signed levels -nmax..nmax-1, scale
+// refined over 18 trial inverse scales. L gets level + nmax.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
   }
@@ -925,15 +931,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
 
 // make_q3_quants with do_rmse: levels -nmax..nmax-1 improved one element at a time (up to 5 passes).
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
   }
