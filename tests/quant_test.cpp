@@ -492,6 +492,31 @@ TEST(QuantActivation, SwigluEqualsReferenceExactly) {
   }
 }
 
+// Softmax rows (router probabilities): within a few ulps of the exact softmax of the float differences x - max
+// (ggml_v_expf's error bound is 1.5 ulp), over widths with and without a libm tail (n % 16) and a row of equal
+// values. Bit-exactness with llama.cpp is checked end to end by EngineReference on the MoE models.
+TEST(QuantActivation, SoftMaxRowIsTheSoftmax) {
+  Rng rng;
+  for (int64_t n : {8, 16, 32, 60, 64, 128}) {
+    std::vector<float> x(n), out(n);
+    for (float& v : x) v = rng.normal() * 3.0f;
+    soft_max_row(x.data(), out.data(), n);
+    const float max = *std::max_element(x.begin(), x.end());
+    double z = 0;  // exp of the float differences, as ggml subtracts in float
+    for (float v : x) z += std::exp(static_cast<double>(v - max));
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double exact = std::exp(static_cast<double>(x[i] - max)) / z;
+      EXPECT_NEAR(out[i], exact, exact * 4e-7) << "n=" << n << " i=" << i;
+      total += out[i];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-6) << "n=" << n;
+  }
+  std::vector<float> flat(20, 0.5f), out(20);
+  soft_max_row(flat.data(), out.data(), 20);
+  for (float p : out) EXPECT_FLOAT_EQ(p, 0.05f);
+}
+
 // Rotary embedding: the SIMD rotation gives the reference's floats bit for bit (signed zeros included), in both
 // pairings, for rotated widths with and without a scalar tail, in place and out of place.
 TEST(QuantRope, RotateEqualsReference) {

@@ -99,24 +99,11 @@ void unary(const Node& n, const ComputeContext& ctx, F f) {
   }
 }
 
-// ggml_compute_forward_soft_max_f32 without mask or scale: exp(x - max) summed in double, then scaled by 1 / sum.
+// ggml_compute_forward_soft_max_f32 without mask or scale (soft_max_row in quant.h).
 void soft_max(const Node& n, const ComputeContext& ctx) {
   const Tensor& x = *n.src[0];
-  const int64_t ne0 = x.ne[0];
   Range r = split(x.n_rows(), ctx.ith, ctx.nth);
-  for (int64_t i = r.begin; i < r.end; ++i) {
-    const float* in = row_f32(x, i);
-    float* out = row_f32_mut(*n.out, i);
-    float max = -INFINITY;
-    for (int64_t j = 0; j < ne0; ++j) max = std::max(max, in[j]);
-    double sum = 0.0;
-    for (int64_t j = 0; j < ne0; ++j) {
-      out[j] = std::exp(in[j] - max);
-      sum += static_cast<double>(out[j]);
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < ne0; ++j) out[j] *= inv;
-  }
+  for (int64_t i = r.begin; i < r.end; ++i) soft_max_row(row_f32(x, i), row_f32_mut(*n.out, i), x.ne[0]);
 }
 
 // Per row: indices of the k largest values, largest first; equal values keep index order (a stable sort).

@@ -116,6 +116,11 @@ TT_VEC_DOT_DECL(dot_f16_tinyblas);
 // over the first n - n % 16 elements, libm expf for the rest.
 void swiglu_row(const float* g, const float* u, float* out, int64_t n);
 
+// ggml_vec_soft_max_f32 + scale as llama.cpp's AVX-512 build runs a row without mask: exp(x - max) by ggml_v_expf
+// over 16-element chunks, each chunk's sum by _mm512_reduce_add_ps's tree added in double; libm expf for the
+// tail; then every element times (float)(1 / sum).
+void soft_max_row(const float* x, float* out, int64_t n);
+
 // Rotary embedding of one head's first n_dims elements (in may equal out): pair (a, b) = (i, i + 1), or
 // (i/2, i/2 + n_dims/2) in NeoX mode, turned by cos_sin[i], cos_sin[i + 1] for i = 0, 2, ...:
 //   out[a] = fma(x_a, cos, -(x_b * sin)), out[b] = fma(x_a, sin, x_b * cos)

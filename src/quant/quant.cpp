@@ -376,6 +376,7 @@ void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* result
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) { ops().fp16_to_fp32_row(src, dst, n); }
 void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) { ops().fp32_to_fp16_row(src, dst, n); }
 void swiglu_row(const float* g, const float* u, float* out, int64_t n) { ops().swiglu_row(g, u, out, n); }
+void soft_max_row(const float* x, float* out, int64_t n) { ref::soft_max_row(x, out, n); }
 void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox) {
   ops().rope_rotate(in, out, cos_sin, n_dims, neox);
 }

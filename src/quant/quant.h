@@ -130,6 +130,10 @@ TT_ATTEND_F16_DECL(attend_f16_simd64);
 // AVX-512 ggml_v_expf on the first n - n % 16 elements and libm expf on the rest.
 void swiglu_row(const float* g, const float* u, float* out, int64_t n);
 
+// A softmax row as llama.cpp's AVX-512 build computes it (see ref::soft_max_row in kernels.h; a scalar emulation:
+// it runs on router logits, a few dozen per token).
+void soft_max_row(const float* x, float* out, int64_t n);
+
 // Rotary embedding of one head (see ref::rope_rotate in kernels.h).
 void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox);
 

@@ -365,6 +365,27 @@ void swiglu_row(const float* g, const float* u, float* out, int64_t n) {
   for (; j < n; ++j) out[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
 }
 
+void soft_max_row(const float* x, float* out, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) max = std::max(max, x[j]);
+  const int64_t simd_end = n & ~int64_t{15};
+  double sum = 0.0;
+  int64_t j = 0;
+  for (; j < simd_end; j += 16) {
+    float lane[16];
+    for (int i = 0; i < 16; ++i) lane[i] = out[j + i] = ggml_v_expf_lane(x[j + i] - max);
+    for (int half = 8; half >= 1; half /= 2)  // the reduction tree: lane i += lane i + half
+      for (int i = 0; i < half; ++i) lane[i] += lane[i + half];
+    sum += static_cast<double>(lane[0]);
+  }
+  for (; j < n; ++j) {
+    out[j] = std::exp(x[j] - max);
+    sum += static_cast<double>(out[j]);
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (j = 0; j < n; ++j) out[j] *= inv;
+}
+
 float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n) {
   float r;
   vec_dot_f16(n, &r, x, y);
