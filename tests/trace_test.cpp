@@ -833,5 +833,36 @@ TEST_F(MoeTrace, StepLinesCarryTheRouting) {
   }
 }
 
+// Each MUL_MAT_ID reads exactly the slabs of the experts its layer's tokens chose (each once, in expert order), as
+// llama.cpp's memory map (shared/reference/memory-map) places them: expert e of a 3-D tensor is its e-th
+// size_bytes / n_expert bytes.
+TEST_F(MoeTrace, MulMatIdReadsExactlyTheChosenExpertsSlabs) {
+  const RunData run = load_run(run_dir());
+  const nlohmann::json map =
+      nlohmann::json::parse(std::ifstream(test::shared_path(fmt::format("reference/memory-map/{}.json", kModel))));
+  std::map<std::string, nlohmann::json> tensors;
+  for (const nlohmann::json& t : map["tensors"]) tensors[t["name"]] = t;
+  int checked = 0;
+  for (const trace::OpRecord& o : run.trace.ops) {
+    if (o.op != OpKind::MUL_MAT_ID) continue;
+    ASSERT_EQ(tensors.count(o.inputs.at(0).name), 1u) << o.inputs[0].name;
+    const nlohmann::json& t = tensors[o.inputs[0].name];
+    const uint64_t n_expert = t["shape"][2], slab = t["size_bytes"].get<uint64_t>() / n_expert;
+    std::set<uint32_t> chosen;
+    for (const trace::RoutingRecord& x : run.routing_of_layer(o.step, o.layer))
+      chosen.insert(x.experts.begin(), x.experts.end());
+    ASSERT_FALSE(chosen.empty()) << o.name << " step " << o.step;
+    std::vector<std::pair<uint64_t, uint64_t>> want, got;
+    for (uint32_t e : chosen) want.emplace_back(t["offset_start"].get<uint64_t>() + e * slab, slab);
+    for (const trace::RangeRecord& r : o.inputs[0].ranges) {
+      EXPECT_EQ(r.pool, Pool::MODEL_FILE);
+      got.emplace_back(r.offset, r.length);
+    }
+    EXPECT_EQ(got, want) << o.name << " step " << o.step;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3 * 4 * static_cast<int>(run.trace.steps.size()));  // up, gate, down of 4 layers a step
+}
+
 }  // namespace
 }  // namespace tt

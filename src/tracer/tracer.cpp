@@ -25,6 +25,7 @@
 #include "exec/executor.h"
 #include "exec/thread_pool.h"
 #include "gguf/memory_map.h"
+#include "graph/builder.h"
 #include "model/forward.h"
 #include "tokenizer/tokenizer.h"
 #include "trace/hash.h"
@@ -265,11 +266,19 @@ Tracer::GraphNames Tracer::intern_graph(const Graph& g, const AllocPlan& plan) {
       names.activation_peak = live, names.activation_peak_node = names.events.back().tensor;
   }
   for (const Node& n : g.nodes()) {
-    bool fixed = n.op != OpKind::GET_ROWS && n.write.pool != Pool::KV_CACHE && n.out->storage().pool != Pool::KV_CACHE;
+    const uint32_t i = static_cast<uint32_t>(names.repeatable.size());
+    // MUL_MAT_ID reads the experts this step's router chose: known only once the node starts, so compared at the
+    // step's end (routed), not in the waits before it.
+    const bool routed = has_routed_reads(n);
+    bool fixed = !routed && n.op != OpKind::GET_ROWS && n.write.pool != Pool::KV_CACHE &&
+                 n.out->storage().pool != Pool::KV_CACHE;
     for (const Tensor* s : n.src) fixed = fixed && s->storage().pool != Pool::KV_CACHE;
     for (const ByteRange& r : n.reads) fixed = fixed && r.pos_begin < 0 && r.pool != Pool::KV_CACHE;
     names.repeatable.push_back(fixed);
-    if (!fixed) names.compared.push_back(static_cast<uint32_t>(names.repeatable.size() - 1));
+    if (routed)
+      names.routed.push_back(i);
+    else if (!fixed)
+      names.compared.push_back(i);
     names.view.push_back(op_is_view(n.op));
   }
   return names;
@@ -625,12 +634,15 @@ bool Tracer::choose_next_record() {
   // One compared node a call (a fraction of a microsecond).
   const std::vector<uint32_t>& compared = r.names->compared;
   if (r.chosen == compared.size()) return false;
-  const uint32_t i = compared[r.chosen++];
+  choose(r, compared[r.chosen++]);
+  return r.chosen < compared.size();
+}
+
+void Tracer::choose(StepRecords& r, uint32_t i) {
   const auto changes_begin = static_cast<uint32_t>(r.changes.size());
   r.choices[i] = choose_record(r, i);
   r.full += r.choices[i] == RecordChoice::FULL;
   r.change_spans[i] = {changes_begin, static_cast<uint32_t>(r.changes.size())};
-  return r.chosen < compared.size();
 }
 
 bool Tracer::idle_pieces(bool choose, const IdleStop& stop) {
@@ -972,6 +984,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (!keep_begun) finish_previous_step();
   while (choose_next_record()) {
   }
+  if (rec.compact)
+    for (const uint32_t i : rec.names->routed) choose(rec, i);
   rec.marker.end_ns = o.end_ns - t0_;
   rec.marker.token = o.sampled.token, rec.marker.probability = o.sampled.probability;
   rec.marker.ended = true;

@@ -109,6 +109,7 @@ class Tracer : public GenerateObserver {
     std::vector<uint32_t> ids, node_offset;
     std::vector<uint8_t> repeatable;  // node reads and writes only step-independent bytes
     std::vector<uint32_t> compared;   // the other nodes, in order: choose_record compares their placement each step
+    std::vector<uint32_t> routed;     // nodes whose reads the step's routing decides: compared at the step's end
     std::vector<uint8_t> view;        // node is a view (no SPAN records)
     struct Event {                    // the allocation plan's events (the same for every step of the graph)
       int node;
@@ -187,6 +188,7 @@ class Tracer : public GenerateObserver {
   RecordChoice choose_record(StepRecords& r, size_t i);
   // Chooses the running step's next compared node's record; false once every node has one.
   bool choose_next_record();
+  void choose(StepRecords& r, uint32_t i);  // node i's record choice (choose_record) and its changes' span
   // Idle work, on one thread at a time (idle_busy_), a piece at a time until stop.requested() or none is left: the
   // previous step's records, landscape, hash and line, then with `choose` choose_next_record. False once none is
   // left; true also when another thread holds idle_busy_.
