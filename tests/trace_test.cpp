@@ -5,8 +5,10 @@
 
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -831,6 +833,48 @@ TEST_F(MoeTrace, StepLinesCarryTheRouting) {
       for (size_t t = 0; t < rows.size(); ++t) EXPECT_EQ(l["experts"][t].get<std::vector<uint32_t>>(), rows[t].experts);
     }
   }
+}
+
+// tt::load_run checks ROUTING records against the model: a layer without a router, an expert past the router's count,
+// or rows out of (layer, position) order are errors naming the record.
+TEST_F(MoeTrace, LoaderChecksRoutingAgainstTheModel) {
+  // The byte offset of the first ROUTING record's payload in trace.bin.
+  const std::string trace = run_dir() + "/trace.bin";
+  std::vector<char> bytes((std::istreambuf_iterator<char>(std::ifstream(trace, std::ios::binary).rdbuf())), {});
+  size_t first = 0;
+  for (size_t pos = trace::kHeaderBytes; pos + 5 <= bytes.size();) {
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    if (static_cast<uint8_t>(bytes[pos + 4]) == static_cast<uint8_t>(trace::RecordKind::ROUTING)) {
+      first = pos + 5;
+      break;
+    }
+    pos += 5 + len;
+  }
+  ASSERT_GT(first, 0u);
+  // A copy of the run with `n` bytes of `value` at payload offset `at` of the first ROUTING record.
+  auto patched = [&](const std::string& name, size_t at, auto value) {
+    const std::string dir = (tmp_->path / name).string();
+    fs::copy(run_dir(), dir, fs::copy_options::recursive);
+    std::fstream f(dir + "/trace.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(first + at));
+    f.write(reinterpret_cast<const char*>(&value), sizeof(value));
+    return dir;
+  };
+  auto rejected = [](const std::string& dir, const std::string& expected) {
+    try {
+      load_run(dir);
+      ADD_FAILURE() << "accepted; expected: " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  // Payload: u32 step, u16 layer, i32 token_pos, u8 k, then (u32 expert, f32 weight) pairs.
+  rejected(patched("expert", 11, uint32_t{64}),
+           "routing record of step 0 layer 0 names expert 64, past the layer's 64 experts");
+  rejected(patched("layer", 4, uint16_t{7}),
+           "routing record of step 0 layer 7, which has no router (blk.7.ffn_gate_inp.weight) in the model");
+  rejected(patched("order", 6, int32_t{100}), "routing record of step 0 layer 0 position 1 after layer 0 position 100");
 }
 
 // Each MUL_MAT_ID reads exactly the slabs of the experts its layer's tokens chose (each once, in expert order), as
