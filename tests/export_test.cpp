@@ -428,5 +428,130 @@ TEST_F(Export, TruncatedTraceExportsWhatIsThere) {
   EXPECT_EQ(last["entries"].size(), r.ops_of_step(r.trace.steps.back().step).size());
 }
 
+// A mixture-of-experts run (synth-qwen3moe-256, 3 tokens), made once: its routing in every export.
+class ExportMoe : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!test::shared_available()) return;
+    root_ = new fs::path(fs::temp_directory_path() / ("tt-export-moe-test-" + std::to_string(::getpid())));
+    fs::remove_all(*root_);
+    fs::create_directories(*root_);
+    ExperimentOptions o;
+    o.model_path = test::shared_path("models/synth-qwen3moe-256.Q4_K_M.gguf");
+    o.prompt = "Once upon a time";
+    o.n_predict = 3;
+    o.n_threads = 2;
+    o.n_ctx = 64;
+    o.sampling.temperature = 0;
+    o.run_dir = (*root_ / "run").string();
+    o.progress = false;
+    run_experiment(o, nullptr);
+  }
+  static void TearDownTestSuite() {
+    if (root_) fs::remove_all(*root_);
+    delete root_;
+    root_ = nullptr;
+  }
+  void SetUp() override { TT_REQUIRE_SHARED(); }
+  static std::string run_dir() { return (*root_ / "run").string(); }
+  static fs::path root() { return *root_; }
+  static fs::path* root_;
+};
+fs::path* ExportMoe::root_ = nullptr;
+
+// The SQLite `routing` table is the trace's routing records row for row: one row per (step, layer, token, slot).
+TEST_F(ExportMoe, SqliteRoutingTableEqualsTheTrace) {
+  const RunData r = load_run(run_dir());
+  ASSERT_FALSE(r.trace.routing.empty());
+  const std::string out = (root() / "db.sqlite").string();
+  exporter::export_sqlite(r, out);
+  Sqlite db(out);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db.db,
+                               "SELECT step, layer, token_pos, slot, expert, weight, margin FROM routing "
+                               "ORDER BY step, layer, token_pos, slot",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  size_t rows = 0;
+  for (const trace::RoutingRecord& x : r.trace.routing)
+    for (size_t slot = 0; slot < x.experts.size(); ++slot, ++rows) {
+      ASSERT_EQ(sqlite3_step(st), SQLITE_ROW) << "row " << rows;
+      EXPECT_EQ(sqlite3_column_int64(st, 0), x.step);
+      EXPECT_EQ(sqlite3_column_int64(st, 1), x.layer);
+      EXPECT_EQ(sqlite3_column_int64(st, 2), x.token_pos);
+      EXPECT_EQ(sqlite3_column_int64(st, 3), static_cast<int64_t>(slot));
+      EXPECT_EQ(sqlite3_column_int64(st, 4), x.experts[slot]);
+      EXPECT_EQ(sqlite3_column_double(st, 5), static_cast<double>(x.weights[slot])) << "row " << rows;
+      EXPECT_EQ(sqlite3_column_double(st, 6), static_cast<double>(x.margin)) << "row " << rows;
+    }
+  EXPECT_EQ(sqlite3_step(st), SQLITE_DONE) << "more rows than the trace has";
+  sqlite3_finalize(st);
+  EXPECT_EQ(rows, r.trace.routing.size() * 8);
+}
+
+// Every MUL_MAT_ID slice carries its layer's routing of the step; no other op does.
+TEST_F(ExportMoe, PerfettoMulMatIdSlicesCarryTheRouting) {
+  const RunData r = load_run(run_dir());
+  const json j = json::parse(exporter::perfetto_json(r));
+  size_t with = 0;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] == "step") continue;
+    const json& a = e["args"];
+    if (a["op"] != "MUL_MAT_ID") {
+      EXPECT_FALSE(a.contains("routing")) << e.dump();
+      continue;
+    }
+    ASSERT_TRUE(a.contains("routing")) << e.dump();
+    const auto rows = r.routing_of_layer(a["step"].get<uint32_t>(), a["layer"].get<int>());
+    const json& x = a["routing"];
+    ASSERT_EQ(x["experts"].size(), rows.size());
+    for (size_t t = 0; t < rows.size(); ++t) {
+      EXPECT_EQ(x["token_pos"][t], rows[t].token_pos);
+      EXPECT_EQ(x["experts"][t].get<std::vector<uint32_t>>(), rows[t].experts);
+      EXPECT_EQ(x["weights"][t].get<std::vector<float>>(), rows[t].weights);
+      EXPECT_EQ(x["margin"][t].get<float>(), rows[t].margin);
+    }
+    ++with;
+  }
+  EXPECT_GT(with, 0u);
+}
+
+// tokens-json: every MUL_MAT_ID entry has `expert_ids` (per routed token, the experts in llama.cpp's order).
+TEST_F(ExportMoe, TokensJsonMulMatIdEntriesHaveExpertIds) {
+  const RunData r = load_run(run_dir());
+  const fs::path out = root() / "tokens";
+  exporter::export_tokens_json(r, out.string());
+  size_t checked = 0;
+  for (const trace::StepMarker& m : r.trace.steps) {
+    const json t = read_json(out / "traces" / fmt::format("token-{:05}.json", m.step));
+    for (const json& e : t["entries"]) {
+      if (e["operation_type"] != "MUL_MAT_ID") {
+        EXPECT_FALSE(e.contains("expert_ids")) << e["dst_name"];
+        continue;
+      }
+      const auto rows = r.routing_of_layer(m.step, e["layer_id"].get<int>());
+      ASSERT_EQ(e["expert_ids"].size(), rows.size());
+      ASSERT_FALSE(rows.empty());
+      for (size_t k = 0; k < rows.size(); ++k) {
+        EXPECT_EQ(e["expert_ids"][k].get<std::vector<uint32_t>>(), rows[k].experts);
+        EXPECT_EQ(e["expert_weights"][k].get<std::vector<float>>(), rows[k].weights);
+        EXPECT_EQ(e["expert_token_pos"][k], rows[k].token_pos);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 3 * 4 * r.trace.steps.size());
+}
+
+// The dense run exports no routing.
+TEST_F(Export, DenseRunHasNoRouting) {
+  RunData r = load_run(run_dir());
+  EXPECT_TRUE(r.trace.routing.empty());
+  const std::string out = (root() / "dense-routing.sqlite").string();
+  exporter::export_sqlite(r, out);
+  Sqlite db(out);
+  EXPECT_EQ(db.value("SELECT count(*) FROM routing"), 0);
+}
+
 }  // namespace
 }  // namespace tt

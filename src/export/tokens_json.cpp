@@ -138,6 +138,18 @@ json trace_json(const RunData& run, const trace::StepMarker& m) {
                       {"inf_count", o.stats.inf_count},
                       {"hash", fmt::format("{:016x}", o.stats.hash)}};
     e["dst"] = std::move(dst);
+    if (o.op == OpKind::MUL_MAT_ID) {
+      // Per token the layer routes (in position order): the experts it chose, in llama.cpp's order, their weights.
+      json ids = json::array(), weights = json::array(), pos = json::array();
+      for (const trace::RoutingRecord& x : run.routing_of_layer(m.step, o.layer)) {
+        ids.push_back(x.experts);
+        weights.push_back(x.weights);
+        pos.push_back(x.token_pos);
+      }
+      e["expert_ids"] = std::move(ids);
+      e["expert_weights"] = std::move(weights);
+      e["expert_token_pos"] = std::move(pos);
+    }
     entries.push_back(std::move(e));
   }
   end = std::max(end, m.start_ns);

@@ -8,9 +8,9 @@
 namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
-// Written: 6. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
-// OP_ADVANCES_PACKED).
-constexpr uint32_t kVersion = 6;
+// Written: 7. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
+// OP_ADVANCES_PACKED), 6 (no ROUTING).
+constexpr uint32_t kVersion = 7;
 constexpr uint32_t kMinVersion = 1;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
 
@@ -42,7 +42,12 @@ enum class RecordKind : uint8_t {
   // g = zigzag(start - cursor) + 1 followed by a varint end - start. Each worker's cursor starts at base_ns and
   // moves to the end of each of its shares.
   OP_ADVANCES_PACKED = 11,
+  // version 7, mixture-of-experts runs: u32 step, u16 layer, i32 token_pos, u8 k, then k times (u32 expert,
+  // f32 weight), f32 margin: one token's routing in one layer (RoutingRecord).
+  ROUTING = 12,
 };
+// Experts a token may be routed to in a ROUTING record (llama.cpp's models use up to 8 of up to 256).
+constexpr uint8_t kMaxRoutedExperts = 64;
 constexpr uint32_t kNoShare = 0xFFFFFFFF;  // OP_REPEATS, OP_ADVANCES: a worker without a share of the node
 // OP_ADVANCES_PACKED's signed gaps as unsigned numbers: small differences of either sign stay small.
 constexpr uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }

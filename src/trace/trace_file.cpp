@@ -217,6 +217,23 @@ void TraceWriter::io(const IoRecord& r) {
   end_record();
 }
 
+void TraceWriter::routing(uint32_t step, uint16_t layer, int32_t token_pos, std::span<const int32_t> experts,
+                          std::span<const float> weights, float margin) {
+  TT_CHECK(experts.size() == weights.size() && experts.size() <= kMaxRoutedExperts,
+           "ROUTING record of {} experts and {} weights", experts.size(), weights.size());
+  begin_record(RecordKind::ROUTING);
+  put<uint32_t>(buffer_, step);
+  put<uint16_t>(buffer_, layer);
+  put<int32_t>(buffer_, token_pos);
+  put<uint8_t>(buffer_, static_cast<uint8_t>(experts.size()));
+  for (size_t i = 0; i < experts.size(); ++i) {
+    put<uint32_t>(buffer_, static_cast<uint32_t>(experts[i]));
+    put<float>(buffer_, weights[i]);
+  }
+  put<float>(buffer_, margin);
+  end_record();
+}
+
 void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
   const uint32_t name_id = ids[0], out_id = ids[1];
   auto put_tensor = [&](const TensorRecord& t, uint32_t id) {
@@ -588,6 +605,27 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             w.read_bytes = r.get<uint64_t>();
           }
           out.io.push_back(std::move(io));
+          break;
+        }
+        case RecordKind::ROUTING: {
+          if (out.version < 7) fail("ROUTING record in a version {} trace", out.version);
+          RoutingRecord x;
+          x.step = r.get<uint32_t>();
+          x.layer = r.get<uint16_t>();
+          x.token_pos = r.get<int32_t>();
+          const uint8_t k = r.get<uint8_t>();
+          if (k == 0 || k > kMaxRoutedExperts) fail("ROUTING record of {} experts (1 to {})", k, kMaxRoutedExperts);
+          // The record holds exactly k (expert, weight) pairs and the margin.
+          if (r.remaining() != k * 8u + 4)
+            fail("ROUTING record of {} experts is {} bytes, expected {}", k, len, 15 + k * 8u);
+          x.experts.resize(k);
+          x.weights.resize(k);
+          for (uint8_t i = 0; i < k; ++i) {
+            x.experts[i] = r.get<uint32_t>();
+            x.weights[i] = r.get<float>();
+          }
+          x.margin = r.get<float>();
+          out.routing.push_back(std::move(x));
           break;
         }
         default:

@@ -94,6 +94,9 @@ class TraceWriter {
   void span(const SpanRecord& s);
   void step_end(const StepMarker& m);
   void io(const IoRecord& r);
+  // One token's routing in one layer (ROUTING): experts and weights of the same length, at most kMaxRoutedExperts.
+  void routing(uint32_t step, uint16_t layer, int32_t token_pos, std::span<const int32_t> experts,
+               std::span<const float> weights, float margin);
   // Pushes buffered records to the file (the tracer calls it after whole steps: past kFlushBytes, at least every
   // 500 ms, and at the end).
   void flush();
@@ -128,6 +131,8 @@ struct TraceContents {
   bool complete = true;      // false when the file ends inside a record
   uint64_t stopped_at = 0;   // byte offset where reading stopped
   std::string stop_reason;   // why it stopped early (truncated record, ...)
+  // Version 7, mixture-of-experts runs: per step, layer and token, in record order (a step's after its ops).
+  std::vector<RoutingRecord> routing;
 };
 
 // Reads a whole trace. A truncated tail (a run killed midway) is not an error: every complete record is returned

@@ -4,7 +4,7 @@
 // Usage: node e2e/e2e.mjs TENSORTRACE_BINARY REPO_DIR SCREENSHOT_DIR [--measure RUN_DIR]
 import { chromium } from 'playwright-core';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -371,7 +371,53 @@ async function measure(dir) {
   }
 }
 
-main().catch((e) => { console.error(e); failures++; }).finally(() => {
+// A mixture-of-experts run (synth-qwen3moe-256 from ../shared; skipped when absent): the page loads without errors,
+// the table lists its MUL_MAT_ID ops, and selecting one outlines its model-file ranges on the heatmap: one slab per
+// expert the step's tokens chose, never the whole tensor.
+async function moe() {
+  const model = join(repo, '..', 'shared', 'models', 'synth-qwen3moe-256.Q4_K_M.gguf');
+  if (!existsSync(model)) { console.log('skip: MoE run (no ../shared/models)'); return; }
+  const dir = join(scratch, 'run-moe');
+  execFileSync(bin, ['run', '-m', model, '-p', 'Once upon a time', '-n', '6', '--temp', '0', '-t', '2', '-o', dir], { stdio: 'ignore' });
+  const server = await startServer([dir]);
+  const browser = await launch();
+  try {
+    const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    await page.goto(server.url, { waitUntil: 'load' });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    check(errors.length === 0, `MoE run: no page errors (${errors.join(' | ')})`);
+    check((await inkOf(page, '#heat-canvas')) > 1000, 'MoE run: heatmap canvas has content');
+    await page.selectOption('#tf-op', 'MUL_MAT_ID');
+    const rows = '#table-scroll .trow[data-i]:not([data-i=""])';
+    await page.waitForFunction((sel) => document.querySelector(sel)?.children[4]?.textContent === 'MUL_MAT_ID', rows);
+    const count = (await page.textContent('#table-count')).replace(/[^0-9]/g, '');
+    check(Number(count) === 3 * 4 * 6, `MoE run: the table lists every MUL_MAT_ID (${count} = 3 per layer, 4 layers, 6 steps)`);
+    const row = page.locator(rows).nth(4);
+    const i = await row.getAttribute('data-i');
+    await row.click();
+    await page.waitForFunction(() => Number(document.querySelector('#heat-canvas').dataset.selectedRanges) > 0);
+    const shown = Number(await page.getAttribute('#heat-canvas', 'data-selected-ranges'));
+    const op = (await (await fetch(`${server.url}api/runs/0/ops?i=${i}`)).json()).rows[0];
+    const map = await (await fetch(`${server.url}api/runs/0/memory-map`)).json();
+    const w = map.tensors.find((t) => t.name === op.inputs[0].name);
+    const slab = w.size_bytes / w.shape[2];
+    const ranges = op.inputs[0].ranges;
+    check(op.op === 'MUL_MAT_ID' && ranges.length === shown && shown < w.shape[2],
+      `MoE run: the selected ${op.name} outlines its ${shown} expert ranges of ${w.shape[2]} experts`);
+    check(ranges.every((r) => r[3] === slab && (r[2] - w.offset_start) % slab === 0),
+      `MoE run: each range of ${op.name} is one expert's slab of ${slab} bytes`);
+    await page.locator('#heatmap').screenshot({ path: join(shots, 'moe-heatmap.png') });
+    check(errors.length === 0, `MoE run: no page errors after selecting (${errors.join(' | ')})`);
+  } finally {
+    await browser.close();
+    await stopServer(server);
+  }
+}
+
+main().then(() => (measureDir ? null : moe())).catch((e) => { console.error(e); failures++; }).finally(() => {
   rmSync(scratch, { recursive: true, force: true });
   console.log(failures ? `${failures} failure(s)` : 'all e2e checks passed');
   process.exit(failures ? 1 : 0);

@@ -127,8 +127,10 @@ export function heatmapView(ctx: Ctx): View {
     const op = ctx.store.sel.op;
     g.strokeStyle = '#3df2ff';
     g.lineWidth = 2;
+    let selectedRanges = 0;
     if (op) for (const inp of op.inputs) for (const r of inp.ranges) {
       if (r[0] !== 'MODEL_FILE') continue;
+      ++selectedRanges;
       const a = x(r[2] as number), b = x((r[2] as number) + (r[3] as number));
       if (b < 0 || a > W) continue;
       g.strokeRect(a, ROW.layoutY - 1, Math.max(2, b - a), ROW.heatY + ROW.heatH - ROW.layoutY + 2);
@@ -144,6 +146,7 @@ export function heatmapView(ctx: Ctx): View {
     canvas.dataset.cumulative = data ? (data.cumulative ? '1' : '0') : '';
     canvas.dataset.nonzero = String(nonzero);
     canvas.dataset.signature = sum.toFixed(3);
+    canvas.dataset.selectedRanges = String(selectedRanges);  // the selected op's model-file ranges outlined
     label.textContent = `bytes ${formatBytes(Math.round(s))} – ${formatBytes(Math.round(e))} of ${formatBytes(fileSize)}`;
   }
 
