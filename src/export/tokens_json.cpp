@@ -267,15 +267,8 @@ json buffer_timeline_json(const RunData& run) {
 
 }  // namespace
 
-void export_tokens_json(const RunData& run, const std::string& out_dir_in, const Progress& progress) {
-  std::string out_dir = out_dir_in;
-  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
-  const fs::path out(out_dir);
-  if (out.has_parent_path()) fs::create_directories(out.parent_path());
-  const fs::path tmp = out_dir + ".tmp-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  try {
+void export_tokens_json(const RunData& run, const std::string& out_dir, const Progress& progress) {
+  write_dir_atomic(out_dir, [&](const fs::path& tmp) {
     fs::create_directories(tmp / "traces");
     fs::create_directories(tmp / "graphs");
     int n_layers = 0;
@@ -295,6 +288,20 @@ void export_tokens_json(const RunData& run, const std::string& out_dir_in, const
       if (!g.is_null()) write_json_file(tmp / "graphs" / file, g);
       if (progress) progress(fmt::format("tokens-json: step {}/{}", i + 1, n));
     }
+  });
+}
+
+void write_dir_atomic(const std::string& out_dir_in, const std::function<void(const std::filesystem::path&)>& fill) {
+  std::string out_dir = out_dir_in;
+  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
+  const fs::path out(out_dir);
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  const fs::path tmp = out_dir + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp);
+    fill(tmp);
     // Replace an earlier export: move it aside, move the new one in, then delete the old one.
     const fs::path old = out_dir + ".old-" + std::to_string(::getpid());
     const bool had_old = fs::exists(out);

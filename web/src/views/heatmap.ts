@@ -2,7 +2,7 @@
 // read (cumulative up to the selected step, or in that step only), and tracks for the runtime buffers.
 import type { Heatmap as HeatData } from '../api';
 import type { Ctx } from '../context';
-import { formatBytes, layerColor, shapeString, tensorAt, tensorColor, zoomWindow, panWindow, CATEGORY_LIGHTNESS } from '../transforms';
+import { expertSlabs, formatBytes, layerColor, shapeString, tensorAt, tensorColor, zoomWindow, panWindow, CATEGORY_LIGHTNESS } from '../transforms';
 import { el, esc, fitCanvas, cssWidth, drawHeatRow, hideTip, panel, showTip, rafThrottle, debounce, leadingDebounce } from '../ui';
 import { Lifetime, type View } from '../view';
 
@@ -142,6 +142,12 @@ export function heatmapView(ctx: Ctx): View {
       g.strokeRect(x(ra), ROW.layoutY - 2, Math.max(2, x(rb) - x(ra)), ROW.heatY + ROW.heatH - ROW.layoutY + 4);
       g.setLineDash([]);
     }
+    // the selected expert's slabs (Experts view): its rows of each of its layer's expert tensors
+    const ex = ctx.store.sel.expert;
+    const slabs = ex ? expertSlabs(ctx.tensors, ex.layer, ex.expert) : [];
+    g.strokeStyle = '#ff9f1c';
+    for (const [ra, rb] of slabs) g.strokeRect(x(ra), ROW.layoutY - 3, Math.max(2, x(rb) - x(ra)), ROW.heatY + ROW.heatH - ROW.layoutY + 6);
+    canvas.dataset.expertSlabs = String(slabs.length);
     canvas.dataset.step = String(data?.step ?? '');
     canvas.dataset.cumulative = data ? (data.cumulative ? '1' : '0') : '';
     canvas.dataset.nonzero = String(nonzero);
@@ -257,6 +263,7 @@ export function heatmapView(ctx: Ctx): View {
   ctx.store.on('cumulative', () => { modeSel.value = ctx.store.cumulative ? '1' : '0'; load(); });
   ctx.store.on('op', redraw);
   ctx.store.on('tensor', redraw);
+  ctx.store.on('expert', redraw);
   window.addEventListener('resize', debounce(load, 150), { signal: life.signal });
   return { element: root, start: load, dispose: () => life.dispose() };
 }
