@@ -362,7 +362,7 @@ TEST_P(CompactTrace, ReadsBackAsFullRecords) {
                 a.n_threads == b.n_threads && a.name == b.name && same_tensor(a.out, b.out) &&
                 a.write.offset == b.write.offset && a.write.length == b.write.length &&
                 a.write.pos_begin == b.write.pos_begin && a.write.pos_end == b.write.pos_end &&
-                a.write.pool == b.write.pool && a.write.buffer_id == b.write.buffer_id && a.fused == b.fused &&
+                a.write.pool == b.write.pool && a.write.buffer_id == b.write.buffer_id &&
                 a.inputs.size() == b.inputs.size();
     for (size_t k = 0; same && k < a.inputs.size(); ++k) same = same_tensor(a.inputs[k], b.inputs[k]);
     ASSERT_TRUE(same) << "op " << i << " (step " << a.step << ", node " << a.node << ", " << a.name
@@ -488,6 +488,23 @@ struct RecordBytes {
     b.put<uint16_t>(n_threads).put<uint64_t>(base);
     return b;
   }
+  // An OP record of versions 1 to 6: a MUL_MAT of no inputs named by string 0, step 0, node `node`, on two workers,
+  // with `n_fused` fused op kinds (u16 count, then u8 kinds) between its write range and n_inputs.
+  static RecordBytes old_op(uint32_t node, uint16_t n_fused) {
+    RecordBytes b;
+    b.put<uint32_t>(0).put<uint32_t>(node).put<uint8_t>(0).put<uint8_t>(static_cast<uint8_t>(OpKind::MUL_MAT));
+    b.put<int16_t>(-1).put<int32_t>(0).put<int32_t>(0).put<uint16_t>(0).put<uint16_t>(2).put<uint64_t>(0);
+    b.put<uint64_t>(0).put<uint32_t>(0);
+    // Output tensor: string 0, F32, ACTIVATION, ne 1 x 1 x 1 x 1, no buffer; write range: none.
+    b.put<uint32_t>(0).put<uint8_t>(0).put<uint8_t>(static_cast<uint8_t>(Pool::ACTIVATION));
+    for (int d = 0; d < 4; ++d) b.put<int64_t>(1);
+    b.put<int32_t>(-1).put<uint64_t>(0).put<uint64_t>(0);
+    b.put<uint8_t>(0).put<int32_t>(-1).put<uint64_t>(0).put<uint64_t>(0).put<int32_t>(-1).put<int32_t>(-1);
+    b.put<uint16_t>(n_fused);
+    for (uint16_t k = 0; k < n_fused; ++k) b.put<uint8_t>(static_cast<uint8_t>(OpKind::ADD));
+    b.put<uint16_t>(0).put<uint8_t>(0);  // no inputs, no statistics
+    return b;
+  }
   // Appends the record to the file at path, whose header then says `version`.
   void append_to(const std::string& path, trace::RecordKind kind, uint32_t version) const {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -550,14 +567,26 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
                    {{1, 0, 7000, 7500}, {0, 0, 9000, 9400}, {1, 0, 7400, 7600}});
   trace::TraceContents t;
 
+  using K = trace::RecordKind;
+  // write({})'s records in a trace of an older version: its OP records in that version's layout.
+  auto write_old = [&](uint32_t version) {
+    {
+      trace::TraceWriter w(path);
+      w.intern("ffn_out-0");
+      w.flush();
+    }
+    for (uint32_t node = 0; node < 2; ++node) RecordBytes::old_op(node, 0).append_to(path, K::OP, version);
+  };
   auto rejected = [&](const RecordBytes& b, trace::RecordKind kind, uint32_t version, const std::string& expected) {
-    write({});
+    if (version < 7)
+      write_old(version);
+    else
+      write({});
     b.append_to(path, kind, version);
     expect_rejected(path, expected);
   };
-  using K = trace::RecordKind;
   // Version 5's OP_ADVANCES: u32 times after base_ns.
-  write({});
+  write_old(5);
   RecordBytes v5 = RecordBytes::advances(2, 2, 100);
   for (uint32_t x : {0u, 10u, 2u, 9u, 10u, 30u, trace::kNoShare, trace::kNoShare}) v5.put<uint32_t>(x);
   v5.append_to(path, K::OP_ADVANCES, 5);
@@ -583,6 +612,34 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
   RecordBytes overflow = RecordBytes::advances(1, 1, UINT64_MAX - 5);
   overflow.varint(1).varint(10);
   rejected(overflow, K::OP_ADVANCES_PACKED, 6, "node 0: worker 0's span ends past 2^64 ns");
+}
+
+// Version 7's OP record has no fused op kinds: one in the layout of versions 1 to 6 (two bytes more) is refused. In
+// those versions the kinds are read past when there are none (no tensortrace wrote any) and refused otherwise.
+TEST(TraceFormat, OpRecordsOfVersion7HaveNoFusedKinds) {
+  TempDir tmp;
+  const std::string path = (tmp.path / "trace.bin").string();
+  auto write = [&](const RecordBytes& op, uint32_t version) {
+    {
+      trace::TraceWriter w(path);
+      w.intern("ffn_out-0");
+      w.flush();
+    }
+    op.append_to(path, trace::RecordKind::OP, version);
+  };
+  for (uint32_t version : {1u, 6u}) {
+    write(RecordBytes::old_op(3, 0), version);
+    const trace::TraceContents t = trace::read_trace(path);
+    ASSERT_EQ(t.ops.size(), 1u) << "version " << version;
+    EXPECT_EQ(t.ops[0].node, 3u);
+    EXPECT_EQ(t.ops[0].op, OpKind::MUL_MAT);
+    EXPECT_EQ(t.ops[0].n_threads, 2u);
+    EXPECT_TRUE(t.ops[0].inputs.empty());
+    write(RecordBytes::old_op(3, 2), version);
+    expect_rejected(path, "OP record of node 3 with 2 fused op kinds (not supported)");
+  }
+  write(RecordBytes::old_op(3, 0), 7);
+  expect_rejected(path, "OP record of node 3 has 2 bytes past its fields");
 }
 
 // With two workers, every op's thread, worker count and times read back from a compact trace (runs of repeated

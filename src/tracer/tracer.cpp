@@ -558,7 +558,6 @@ void Tracer::on_node_done(int node, const Node& n) {
 void Tracer::fill_placement(trace::OpRecord& r, const Node& n) {
   fill_tensor(r.out, *n.out);
   r.write = to_record(n.write);
-  r.fused = n.fused;
   r.inputs.resize(n.src.size());
   for (size_t k = 0; k < n.src.size(); ++k) {
     fill_tensor(r.inputs[k], *n.src[k]);
@@ -575,12 +574,10 @@ namespace {
 // checks the two agree on every full record.
 void node_placement(const Node& n, std::vector<uint32_t>& layout, std::vector<uint64_t>& fields) {
   constexpr size_t kTensorFields = 9, kRangeFields = 6;
-  layout.assign(2 + n.src.size(), 0);
-  layout[0] = static_cast<uint32_t>(n.fused.size());
-  layout[1] = static_cast<uint32_t>(n.src.size());
-  for (const ByteRange& br : n.reads) ++layout[2 + br.input];
-  fields.resize(kTensorFields + kRangeFields + n.fused.size() + n.src.size() * kTensorFields +
-                n.reads.size() * kRangeFields);
+  layout.assign(1 + n.src.size(), 0);
+  layout[0] = static_cast<uint32_t>(n.src.size());
+  for (const ByteRange& br : n.reads) ++layout[1 + br.input];
+  fields.resize(kTensorFields + kRangeFields + n.src.size() * kTensorFields + n.reads.size() * kRangeFields);
   uint64_t* p = fields.data();
   auto put = [&](auto v) { *p++ = static_cast<uint64_t>(v); };
   auto tensor = [&](const Tensor& t) {
@@ -597,7 +594,6 @@ void node_placement(const Node& n, std::vector<uint32_t>& layout, std::vector<ui
   };
   tensor(*n.out);
   range(n.write);
-  for (OpKind k : n.fused) put(k);
   for (size_t k = 0; k < n.src.size(); ++k) {
     tensor(*n.src[k]);
     for (const ByteRange& br : n.reads)
