@@ -253,8 +253,8 @@ Tracer::GraphNames Tracer::intern_graph(const Graph& g, const AllocPlan& plan) {
   GraphNames names;
   for (const Node& n : g.nodes()) {
     names.node_offset.push_back(static_cast<uint32_t>(names.ids.size()));
-    names.ids.push_back(writer_.intern(n.out->name));  // the op is named after what it computes
-    names.ids.push_back(writer_.intern(n.out->name));
+    const uint32_t out = writer_.intern(n.out->name);
+    names.ids.insert(names.ids.end(), {out, out});  // the op is named after what it computes
     for (const Tensor* s : n.src) names.ids.push_back(writer_.intern(s->name));
   }
   uint64_t live = 0;
