@@ -114,11 +114,11 @@ TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
 // between each step's evaluation and its end (the other thread begins the step's landscape and hash between runs
 // meanwhile). `caller`: the step's logits are the caller's own (derived from the engine's, as a penalty would), its
 // buffer overwritten with NaN right after the step's end. Returns what each steps.jsonl line must say (the hash and
-// top-10 of the logits given to on_step_end, as they were then) and run.json's trace counts.
+// top-10 of the logits given to on_step_end, as they were then) and where the tracer scheduled its work.
 struct HandRun {
   std::vector<std::string> hashes;
   std::vector<std::vector<int32_t>> tops;
-  nlohmann::json counts;
+  Tracer::Scheduling scheduling;
 };
 HandRun trace_by_hand(const std::string& dir, int steps, bool caller, std::chrono::microseconds pause) {
   auto model = load_model(test::repo_path("models/stories260K.gguf"));
@@ -153,7 +153,8 @@ HandRun trace_by_hand(const std::string& dir, int steps, bool caller, std::chron
     std::fill(caller_logits.begin(), caller_logits.end(), NAN);  // the caller reuses its buffer
     token[0] = out.sampled.token;
   }
-  run.counts = tracer.finish();
+  tracer.finish();
+  run.scheduling = tracer.scheduling();
   run_dir.commit();
   return run;
 }
@@ -184,8 +185,8 @@ TEST(Trace, CallerLogitsAreCopiedAtTheStepEnd) {
   constexpr int kSteps = 4;
   const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/true, std::chrono::milliseconds(20));
   expect_step_lines(dir, run);
-  EXPECT_GE(run.counts["steps_begun_between_runs"], 1) << "not even the first step's";
-  EXPECT_EQ(run.counts["begun_steps_given_up"], run.counts["steps_begun_between_runs"]);
+  EXPECT_GE(run.scheduling.steps_begun_between_runs, 1u) << "not even the first step's";
+  EXPECT_EQ(run.scheduling.begun_steps_given_up, run.scheduling.steps_begun_between_runs);
 }
 
 // Between a step's run and its end (while the caller samples), the other thread begins that step's landscape and
@@ -197,8 +198,8 @@ TEST(Trace, LandscapeBegunBetweenRunsIsTheStepsOwn) {
     const std::string dir = (tmp.path / fmt::format("run-{}", pause.count())).string();
     const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/false, pause);
     expect_step_lines(dir, run);
-    EXPECT_EQ(run.counts["begun_steps_given_up"], 0) << "pause " << pause.count() << " us";
-    if (pause.count() > 0) EXPECT_EQ(run.counts["steps_begun_between_runs"], kSteps);
+    EXPECT_EQ(run.scheduling.begun_steps_given_up, 0u) << "pause " << pause.count() << " us";
+    if (pause.count() > 0) EXPECT_EQ(run.scheduling.steps_begun_between_runs, static_cast<uint64_t>(kSteps));
   }
 }
 
@@ -337,7 +338,7 @@ TEST_P(CompactTrace, ReadsBackAsFullRecords) {
     const ExperimentResult r = run_experiment(o, nullptr);
     t[compact] = trace::read_trace(dir + "/trace.bin");
     bytes[compact] = fs::file_size(dir + "/trace.bin");
-    const uint64_t chosen_waiting = r.run_json["trace"]["records_chosen_waiting"].get<uint64_t>();
+    const uint64_t chosen_waiting = r.tracer_scheduling.records_chosen_waiting;
     if (compact == 0 || n_threads == 1)
       EXPECT_EQ(chosen_waiting, 0u) << "compact " << compact << ", " << n_threads << " threads";
     else  // 11 compact steps of 159 nodes, and thread 1 waits at a barrier through every node thread 0 runs alone

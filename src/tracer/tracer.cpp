@@ -656,7 +656,7 @@ bool Tracer::idle_pieces(bool choose, const IdleStop& stop) {
         StepRecords& r = records_[running_];
         const size_t before = r.chosen;
         more = choose_next_record();
-        records_chosen_waiting_ += r.chosen - before;
+        scheduling_.records_chosen_waiting += r.chosen - before;
       } else {
         more = false;
       }
@@ -704,7 +704,7 @@ bool Tracer::between_runs_unit(void* ctx, const IdleStop& stop) {
       t.begin_pending(r.logits, true, t.logits_written_fast(*r.records, r.logits));
       t.pending_step_.outcome_known = false;
       t.pending_.store(true, std::memory_order_release);
-      ++t.steps_begun_between_runs_;
+      ++t.scheduling_.steps_begun_between_runs;
       r.state.store(BEGUN, std::memory_order_release);
     }
     // Only the landscape and hash of a step begun here: the records and line need the step's end, and thread 0
@@ -972,7 +972,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (begun && !keep_begun) {
     pool_.end_between_jobs_work();  // no thread is on it any more
     run.state.store(CLOSED, std::memory_order_relaxed);
-    pending_.store(false, std::memory_order_relaxed), ++begun_steps_given_up_;
+    pending_.store(false, std::memory_order_relaxed), ++scheduling_.begun_steps_given_up;
   }
   PendingStep& next = pending_step_;
   // What is left of the previous step's records, landscape and line (begun: none, this step's output node waited for
@@ -1261,16 +1261,9 @@ json Tracer::finish() {
                    {"peak_bytes", peak}},
                   -1);
   writer_.flush();
-  return {{"ops", writer_.op_count()},
-          {"spans", writer_.span_count()},
-          {"steps", step_graph_.size()},
-          {"graphs", graphs_.size()},
-          {"buffer_events", events.size()},
-          {"trace_bytes", writer_.bytes_written()},
-          {"tracer_ns", self_ns()},
-          {"records_chosen_waiting", records_chosen_waiting_},
-          {"steps_begun_between_runs", steps_begun_between_runs_},
-          {"begun_steps_given_up", begun_steps_given_up_}};
+  return {{"ops", writer_.op_count()}, {"spans", writer_.span_count()},  {"steps", step_graph_.size()},
+          {"graphs", graphs_.size()},  {"buffer_events", events.size()}, {"trace_bytes", writer_.bytes_written()},
+          {"tracer_ns", self_ns()}};
 }
 
 }  // namespace tt

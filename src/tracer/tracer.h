@@ -90,6 +90,14 @@ class Tracer : public GenerateObserver {
   uint64_t self_ns() const { return ticks_to_ns(self_ticks_); }
   // Of which in generation steps (from their on_step_begin to their on_step_end).
   uint64_t generate_self_ns() const { return ticks_to_ns(generate_self_ticks_); }
+  // Where the tracer's deferred work ran over the run: for tests of that scheduling, not part of run.json.
+  struct Scheduling {
+    uint64_t records_chosen_waiting = 0;    // op records whose form the threads chose while waiting at barriers
+    uint64_t steps_begun_between_runs = 0;  // steps whose landscape a thread began between runs
+    uint64_t begun_steps_given_up = 0;      // of those, given up (the caller's logits were others)
+  };
+  // Complete after finish().
+  const Scheduling& scheduling() const { return scheduling_; }
 
  private:
   using Span = WorkerSpan;
@@ -213,9 +221,7 @@ class Tracer : public GenerateObserver {
   // IdleWork between runs: opens the run's step as pending_step_ (when the previous one is done) and does its
   // landscape and hash pieces until stopped (the next run, or the pool's end_between_jobs_work) or done with them.
   static bool between_runs_unit(void* ctx, const IdleStop& stop);
-  uint64_t records_chosen_waiting_ = 0;  // by idle_unit over the run (run.json)
-  // Steps whose landscape a thread began between runs, and of them those given up (the caller's logits were others).
-  uint64_t steps_begun_between_runs_ = 0, begun_steps_given_up_ = 0;
+  Scheduling scheduling_;
   std::exception_ptr idle_failure_;       // thrown in a piece of idle work, rethrown on the run's thread
   std::atomic<bool> idle_failed_{false};  // a piece failed: no more idle work (the run ends with the failure)
   void keep_idle_failure();               // in a catch block of idle work
