@@ -148,9 +148,9 @@ const char* node_category(const std::string& name) {
   return "attention";
 }
 
-// Capacity for n elements with every page already touched: on a VM the first touch of a fresh page costs ~10 us
-// (measured: 10.3 us per 4 KiB page on the 2-core test VM, 0.15 us when touched again), so the buffers that fill
-// during steps are faulted in here, at set-up, and then reused.
+// Capacity for n elements with every page already touched: on a VM the first touch of a fresh page costs far more
+// than touching it again (docs/performance.md), so the buffers that fill during steps are faulted in here, at
+// set-up, and then reused.
 template <typename Container>
 void reserve_touched(Container& c, size_t n) {
   c.resize(n);
@@ -309,8 +309,8 @@ std::string Tracer::graph_key(const Graph& g) {
   return fmt::format("{:016x}", XXH3_64bits(b.data(), b.size()));
 }
 
-// The graph as JSON text, written directly (an nlohmann tree of a 500-node graph took 5 ms, inside the first
-// timed step of every new graph).
+// The graph as JSON text, written directly: building an nlohmann tree of the graph costs milliseconds, inside the
+// first timed step of every new graph.
 std::string Tracer::graph_json(const Graph& g) const {
   JsonLine nodes, edges;
   std::unordered_map<const Tensor*, std::string> producer;  // tensor -> node id that computed it
@@ -836,7 +836,7 @@ bool Tracer::write_records_piece(StepRecords& r) {
   // Buffer timeline: allocations when their node starts, frees when it ends. The events themselves are the
   // graph's (cached with its names); a step keeps only the run thread's node times, expanded into buffers.json
   // by finish(). They go to a scratch file with each flush: memory that grows with the run costs a step far more
-  // than its copy on this kind of VM (first touches of fresh pages: 64 us a step for 6 kB on synth-llama-768).
+  // than its copy on a VM (first touches of fresh pages, see reserve_touched).
   StepBuffers b = r.buffers;
   b.times_at = node_times_written_ + node_times_.size();
   step_buffers_.push_back(b);
@@ -1030,8 +1030,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
   pending_.store(true, std::memory_order_release);
   running_ ^= 1;  // the next step's spans and choices go to the other records
   // Each buffer is written when it passes kFlushBytes (it is reserved twice that, so it never grows inside a
-  // step), and all of them at least every kFlushIntervalNs (what a killed run can lose): a write call costs 20-45
-  // us on this VM whatever its size, so small buffers are not written every few steps.
+  // step), and all of them at least every kFlushIntervalNs (what a killed run can lose): a write call costs tens of
+  // microseconds on a VM whatever its size, so small buffers are not written every few steps.
   const uint64_t now = rec.ns_after;  // a few microseconds ago at most
   const bool interval = now - last_flush_ns_ >= kFlushIntervalNs;
   if (interval || steps_pending_.size() >= trace::TraceWriter::kFlushBytes) flush_steps();

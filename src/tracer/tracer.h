@@ -266,11 +266,9 @@ class Tracer : public GenerateObserver {
     bool logits_in_place = false;
     // Flush the logits' cache lines after their last read (the hash). Read by a waiting thread, they stay shared
     // with the core that wrote them, and the next step's output projection has to take each back before writing
-    // it (~2 ns a line to flush, and that node reads them for ownership from memory instead). Only when that node
-    // wrote a line of them every kFastLineNs or faster on each worker: then taking lines back stalls its writes
-    // (TinyLLama-v0, 41 ns a line: traced/untraced 0.96 -> 0.98-0.99 with the threads on one core complex, 0.82 ->
-    // 1.03 on two); a slower writer hides it, and the flush costs more than it saves (synth-qwen2-256, 163 ns a
-    // line: 0.94 -> 0.91 on one core complex, though 0.91 -> 0.94 on two).
+    // it. Only when that node wrote a line of them every kFastLineNs or faster on each worker: then taking lines
+    // back stalls its writes, while a slower writer hides that and the flush costs more than it saves
+    // (docs/performance.md, "Tracing overhead").
     bool evict_logits = false;
     StepRecords* records = nullptr;        // not yet written (RECORDS)
     const StepRecords* routing = nullptr;  // the step's routing rows, for the line (none: a dense model)
@@ -374,9 +372,9 @@ class Tracer : public GenerateObserver {
   uint64_t last_flush_ns_ = 0;
 
   // The tracer's own cost: time spent in its callbacks on the run's thread (where it delays the next step), in
-  // tick_count() units: every callback is timed, and a counter read costs less than a steady-clock read (~10 ns
-  // against ~24 ns on the test VM, mostly hidden behind the work around it). self_ns() converts them at the
-  // counter's rate over the run so far (tick_scale from ticks0_, ns0_: the two read together at construction).
+  // tick_count() units: every callback is timed, and a counter read costs less than a steady-clock read
+  // (docs/performance.md). self_ns() converts them at the counter's rate over the run so far (tick_scale from
+  // ticks0_, ns0_: the two read together at construction).
   uint64_t self_ticks_ = 0, generate_self_ticks_ = 0;
   uint64_t ticks0_ = 0, ns0_ = 0;
   uint64_t ticks_to_ns(uint64_t ticks) const;
