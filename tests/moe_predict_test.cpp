@@ -13,6 +13,7 @@
 #include "model/engine.h"
 #include "support/paths.h"
 #include "support/tiny_model.h"
+#include "trace/trace_file.h"
 #include "tracer/experiment.h"
 
 namespace tt {
@@ -82,6 +83,42 @@ TEST(MoePredict, DenseModelIsRefused) {
     EXPECT_NE(std::string(e.what()).find("(--moe-predict) needs a mixture-of-experts model"), std::string::npos)
         << e.what();
   }
+}
+
+// A ROUTING record's predicted experts read back; a prediction count that does not fit the record is an error.
+TEST(MoePredict, RoutingRecordPredictionRoundTrip) {
+  const std::string path = (fs::temp_directory_path() / fmt::format("tt-predict-{}.bin", ::getpid())).string();
+  const int32_t experts[3] = {5, 0, 63}, predicted[3] = {63, 7, 5};
+  const float weights[3] = {0.5f, 0.25f, 0.125f};
+  {
+    trace::TraceWriter w(path);
+    w.routing(1, 2, 3, experts, weights, 0.25f, predicted);
+    w.routing(1, 3, 3, experts, weights, 0.25f);
+    w.flush();
+  }
+  const trace::TraceContents t = trace::read_trace(path);
+  ASSERT_EQ(t.routing.size(), 2u);
+  EXPECT_EQ(t.routing[0].experts, (std::vector<uint32_t>{5, 0, 63}));
+  EXPECT_EQ(t.routing[0].predicted, (std::vector<uint32_t>{63, 7, 5}));
+  EXPECT_EQ(t.routing[0].margin, 0.25f);
+  EXPECT_TRUE(t.routing[1].predicted.empty());
+  // The count byte after the margin (header, record length and kind, 15 + 8k bytes) says 2 of the 3 experts.
+  {
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 16 + 5 + 15 + 8 * 3, SEEK_SET);
+    std::fputc(2, f);
+    std::fclose(f);
+  }
+  try {
+    trace::read_trace(path);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ROUTING record of 3 experts is 52 bytes, expected 39, or 40 + 4p"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove(path);
 }
 
 class MoePredictShared : public ::testing::TestWithParam<std::string> {};

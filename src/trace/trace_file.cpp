@@ -621,8 +621,11 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           const uint8_t k = r.get<uint8_t>();
           if (k == 0 || k > kMaxRoutedExperts) fail("ROUTING record of {} experts (1 to {})", k, kMaxRoutedExperts);
           // The record holds exactly k (expert, weight) pairs and the margin, then optionally p predicted experts.
-          if (r.remaining() < k * 8u + 4)
-            fail("ROUTING record of {} experts is {} bytes, expected at least {}", k, len, 15 + k * 8u);
+          auto bad_length = [&] {
+            fail("ROUTING record of {} experts is {} bytes, expected {}, or {} + 4p with p (1 to {}) predicted experts",
+                 k, len, 15 + k * 8u, 16 + k * 8u, kMaxRoutedExperts);
+          };
+          if (r.remaining() < k * 8u + 4) bad_length();
           x.experts.resize(k);
           x.weights.resize(k);
           for (uint8_t i = 0; i < k; ++i) {
@@ -632,11 +635,7 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           x.margin = r.get<float>();
           if (r.remaining() > 0) {
             const uint8_t p = r.get<uint8_t>();
-            if (p == 0 || p > kMaxRoutedExperts)
-              fail("ROUTING record of {} predicted experts (1 to {})", p, kMaxRoutedExperts);
-            if (r.remaining() != p * 4u)
-              fail("ROUTING record of {} experts and {} predicted is {} bytes, expected {}", k, p, len,
-                   16 + k * 8u + p * 4u);
+            if (p == 0 || p > kMaxRoutedExperts || r.remaining() != p * 4u) bad_length();
             x.predicted.resize(p);
             for (uint32_t& e : x.predicted) e = r.get<uint32_t>();
           }
