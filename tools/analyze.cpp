@@ -1,7 +1,9 @@
-// tensortrace analyze RUN_DIR [--json] [-o REPORT_DIR] [--cache-sim SIZES] [--policy P,...] [--granularity page|tensor]
-//                            [--expert-cache SIZES [--scope global|per-layer] [--read-gbps X]] [--compare RUN_B]
+// tensortrace analyze RUN_DIR [RUN_DIR...] [--json] [-o REPORT_DIR] [--cache-sim SIZES] [--policy P,...]
+//                            [--granularity page|tensor] [--expert-cache SIZES [--scope global|per-layer]
+//                            [--prefetch none|predicted|previous-token] [--read-gbps X]] [--compare RUN_B]
 // Access order, hot/cold bytes, file versus buffers, predictability, memory pressure, speed, I/O and cache
-// simulation of one run (docs/analysis.md); with --compare, a side-by-side of two runs.
+// simulation of one run (docs/analysis.md); with --compare, a side-by-side of two runs; with several runs and
+// --expert-cache, the expert-cache replay of their routing pooled as one workload.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -16,7 +18,9 @@ namespace tt::cli {
 namespace {
 
 struct AnalyzeArgs {
-  std::string run_dir, report_dir, cache_sim, policy, granularity = "page", compare, expert_cache, scope = "global";
+  std::vector<std::string> run_dirs;
+  std::string report_dir, cache_sim, policy, granularity = "page", compare, expert_cache, scope = "global",
+                                             prefetch = "none";
   bool json = false;
   uint64_t page_bytes = 4096;
   double read_gbps = 0;
@@ -52,6 +56,9 @@ int run(const AnalyzeArgs& a) {
   }
   for (const std::string& s : split(a.expert_cache)) opt.experts.sizes.push_back(parse_expert_cache_size(s));
   opt.experts.scope = scope_from_name(a.scope);
+  opt.experts.prefetch = prefetch_from_name(a.prefetch);
+  if (a.run_dirs.size() > 1 && opt.experts.sizes.empty())
+    fail("several runs are pooled for the expert-cache replay only: give --expert-cache SIZES");
   opt.experts.read_bytes_per_s = a.read_gbps * 1e9;
   if (a.granularity == "page")
     opt.granularity = Granularity::PAGE;
@@ -61,8 +68,16 @@ int run(const AnalyzeArgs& a) {
     fail("--granularity must be page or tensor, got '{}'", a.granularity);
   opt.page_bytes = a.page_bytes;
 
-  const RunData run = load_run(a.run_dir);
-  const Report rep = analyze(run, opt);
+  const RunData run = load_run(a.run_dirs.front());
+  Report rep = analyze(run, opt);
+  if (a.run_dirs.size() > 1) {
+    std::vector<RunData> others;
+    others.reserve(a.run_dirs.size() - 1);
+    for (size_t i = 1; i < a.run_dirs.size(); ++i) others.push_back(load_run(a.run_dirs[i]));
+    std::vector<const RunData*> all = {&run};
+    for (const RunData& o : others) all.push_back(&o);
+    rep.pooled = pooled_expert_cache(all, opt.experts);
+  }
   nlohmann::json report = to_json(rep);
   std::string text = render_text(rep);
   if (!a.compare.empty()) {
@@ -88,7 +103,10 @@ int run(const AnalyzeArgs& a) {
 RegisterCommand reg(
     "analyze", "Analyse a run: access order, hot/cold bytes, I/O, speed, cache simulation", 40, [](CLI::App& cmd) {
       auto a = std::make_shared<AnalyzeArgs>();
-      cmd.add_option("run_dir", a->run_dir, "Run directory")->required();
+      cmd.add_option("run_dir", a->run_dirs,
+                     "Run directory; several (with --expert-cache): their routing replayed as one workload (the "
+                     "pooled table), every other section of the first run only")
+          ->required();
       cmd.add_flag("--json", a->json, "Print the report as JSON");
       cmd.add_option("-o,--output", a->report_dir, "Also write analysis.json, analysis.txt and SVG figures here");
       cmd.add_option("--cache-sim", a->cache_sim, "Simulate caches of these capacities (e.g. 256K,1M,64M)");
@@ -104,6 +122,10 @@ RegisterCommand reg(
           "of the expert bytes (25%) or bytes (256M)");
       cmd.add_option("--scope", a->scope,
                      "Expert cache: one cache for all layers (global) or one per layer (per-layer)");
+      cmd.add_option("--prefetch", a->prefetch,
+                     "Expert cache: before each layer's loads, prefetch the experts predicted for it (predicted: "
+                     "needs run --moe-predict), those of the previous token (previous-token), or none")
+          ->check(CLI::IsMember({"none", "predicted", "previous-token"}));
       cmd.add_option("--read-gbps", a->read_gbps, "Expert cache: storage read rate in GB/s for the load time per token")
           ->check(range<double>(0.001, 1e6));
       cmd.add_option("--compare", a->compare, "Compare with a second run (e.g. cold without vs with --prefetch)");

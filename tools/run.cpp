@@ -153,6 +153,9 @@ RegisterCommand reg(
                    "Record page-cache residency before each op and faults/storage reads during it (IO records)");
       cmd.add_flag("--cold", o.cold, "Evict the model file from the page cache before the first step (and check)");
       cmd.add_option("--prefetch", o.prefetch, "Read weights ahead of compute: none, next-layer, from:RUN_DIR");
+      cmd.add_flag("--moe-predict", o.moe_predict,
+                   "Mixture-of-experts models: predict each next layer's experts from the current layer's FFN input "
+                   "(ffn_moe_pred_* ops; trace records, analyze's prediction recall)");
       add_kernel_isa_option(cmd, a->kernel_isa, "run.json records the one used");
       cmd.add_option("--llamacpp-build", a->llamacpp_build,
                      "Whose float order to reproduce where llama.cpp's builds differ by CPU kind: auto (this CPU's), "

@@ -200,6 +200,8 @@ struct Report {
   MemorySection memory;
   std::optional<CacheSimSection> cache_sim;
   std::optional<MoeSection> moe;  // runs with routing records
+  // `analyze A B ... --expert-cache`: the replay of every run's routing as one workload (set by the caller).
+  std::optional<PooledExpertCache> pooled;
 };
 Report analyze(const RunData& run, const AnalyzeOptions& options);  // throws tt::Error (options out of range)
 

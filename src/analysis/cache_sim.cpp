@@ -48,11 +48,9 @@ std::vector<size_t> next_use(const std::vector<Access>& stream) {
   std::unordered_map<uint64_t, size_t> later;
   later.reserve(stream.size());
   for (size_t i = stream.size(); i-- > 0;) {
-    auto [it, inserted] = later.try_emplace(stream[i].key, i);
-    if (!inserted) {
-      next[i] = it->second;
-      it->second = i;
-    }
+    auto it = later.find(stream[i].key);
+    if (it != later.end()) next[i] = it->second;
+    if (!stream[i].prefetch) later[stream[i].key] = i;
   }
   return next;
 }
@@ -71,6 +69,8 @@ CacheResult simulate_cache(const std::vector<Access>& stream, uint64_t capacity,
     uint64_t before_last = 0;  // 1 + time of the use before `last`, 0 when none (LRU-2)
     uint64_t pass = 0;         // the pass of `last` (LEAST_STALE)
     uint32_t phase = 0;
+    bool prefetched = false;     // brought in by a prefetch, not yet used
+    uint64_t demand_before = 0;  // prefetched: 1 + time of its latest demand use before, 0 when none
   };
   auto prio = [&](uint64_t key, const Entry& e) -> Prio {
     switch (policy) {
@@ -113,32 +113,9 @@ CacheResult simulate_cache(const std::vector<Access>& stream, uint64_t capacity,
     return std::get<3>(best);
   };
   uint64_t used = 0;
-
-  for (size_t t = 0; t < stream.size(); ++t) {
-    const Access& a = stream[t];
-    if (t > 0 && a.phase < stream[t - 1].phase) ++pass;
-    ++r.accesses;
-    r.bytes_accessed += a.bytes;
-    uint64_t& seen = last_use[a.key];
-    const uint64_t previous = seen;
-    seen = t + 1;
-    auto it = resident.find(a.key);
-    if (it != resident.end()) {
-      ++r.hits;
-      Entry& e = it->second;
-      order_of(e).erase(prio(a.key, e));
-      e.before_last = e.last + 1;
-      e.last = t;
-      e.pass = pass;
-      ++e.count;
-      if (policy == CachePolicy::OPT) e.next = next[t];
-      order_of(e).insert(prio(a.key, e));
-      continue;
-    }
-    ++r.misses;
-    r.bytes_missed += a.bytes;
-    if (previous == 0) ++r.cold_misses;
-    if (a.bytes > capacity) continue;  // bypass: never fits
+  // Brings a's object in (after a miss, or by a prefetch), evicting until it fits; `previous`: 1 + time of its
+  // latest demand use, 0 when none.
+  auto insert = [&](const Access& a, size_t t, uint64_t previous, bool prefetch) {
     while (used + a.bytes > capacity) {
       const uint64_t key = policy == CachePolicy::LEAST_STALE ? stalest(a.phase) : std::get<2>(*orders[0].begin());
       auto v = resident.find(key);
@@ -151,13 +128,53 @@ CacheResult simulate_cache(const std::vector<Access>& stream, uint64_t capacity,
     e.bytes = a.bytes;
     e.inserted = e.last = t;
     e.pass = pass;
-    e.before_last = previous;
-    e.count = 1;
+    // A prefetched object has no use yet (LRU-2: among the first to go); its latest demand use before the prefetch
+    // becomes the use before `last` at its first hit.
+    e.before_last = prefetch ? 0 : previous;
+    e.demand_before = previous;
+    e.count = prefetch ? 0 : 1;
     e.next = policy == CachePolicy::OPT ? next[t] : 0;
     e.phase = policy == CachePolicy::LEAST_STALE ? a.phase : 0;
+    e.prefetched = prefetch;
     resident.emplace(a.key, e);
     order_of(e).insert(prio(a.key, e));
     used += a.bytes;
+  };
+
+  for (size_t t = 0; t < stream.size(); ++t) {
+    const Access& a = stream[t];
+    if (t > 0 && a.phase < stream[t - 1].phase) ++pass;
+    if (a.prefetch) {
+      if (resident.count(a.key) || a.bytes > capacity) continue;
+      ++r.prefetches;
+      r.prefetch_bytes += a.bytes;
+      insert(a, t, last_use[a.key], true);
+      continue;
+    }
+    ++r.accesses;
+    r.bytes_accessed += a.bytes;
+    uint64_t& seen = last_use[a.key];
+    const uint64_t previous = seen;
+    seen = t + 1;
+    auto it = resident.find(a.key);
+    if (it != resident.end()) {
+      ++r.hits;
+      Entry& e = it->second;
+      order_of(e).erase(prio(a.key, e));
+      e.before_last = e.prefetched ? e.demand_before : e.last + 1;
+      if (e.prefetched) ++r.useful_prefetches, e.prefetched = false;
+      e.last = t;
+      e.pass = pass;
+      ++e.count;
+      if (policy == CachePolicy::OPT) e.next = next[t];
+      order_of(e).insert(prio(a.key, e));
+      continue;
+    }
+    ++r.misses;
+    r.bytes_missed += a.bytes;
+    if (previous == 0) ++r.cold_misses;
+    if (a.bytes > capacity) continue;  // bypass: never fits
+    insert(a, t, previous, false);
   }
   return r;
 }

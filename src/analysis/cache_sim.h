@@ -16,6 +16,12 @@
 //   OPT  Belady's MIN: evicts the object whose next use is furthest in the future (never used again first; ties
 //        go to the least recently used). Optimal for equal-sized objects (page granularity).
 // An object larger than the whole cache is never cached: every access to it is a miss.
+//
+// Prefetch accesses (Access::prefetch) load an object ahead of its use: one not resident is brought in as a miss
+// would bring it (evicting by the policy) but counts as a prefetch, not as a demand access, hit or miss; one resident
+// already is left as it is. A prefetched object counts as used once so far only when a demand access hits it (LFU
+// counts it 0 uses until then; LRU-2 does not count the prefetch as a use), and that hit counts it a useful prefetch.
+// OPT's next use of an object is its next demand access.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +36,10 @@ const char* policy_name(CachePolicy p);
 std::optional<CachePolicy> policy_from_name(const std::string& name);
 
 struct Access {
-  uint64_t key = 0;    // object id (page index, tensor offset, ...)
-  uint64_t bytes = 0;  // object size; an object keeps the size of its first access
-  uint32_t phase = 0;  // position in the access cycle (the layer), for LEAST_STALE; fixed per object
+  uint64_t key = 0;       // object id (page index, tensor offset, ...)
+  uint64_t bytes = 0;     // object size; an object keeps the size of its first access
+  uint32_t phase = 0;     // position in the access cycle (the layer), for LEAST_STALE; fixed per object
+  bool prefetch = false;  // a prefetch, not a demand access (see above)
 };
 
 struct CacheResult {
@@ -42,17 +49,19 @@ struct CacheResult {
   uint64_t bytes_accessed = 0, bytes_missed = 0;  // bytes_missed: read from storage
   uint64_t cold_misses = 0;                       // first access to an object
   uint64_t evictions = 0;
+  // Prefetch accesses that loaded their object, its bytes, and the prefetched objects a demand access then hit.
+  uint64_t prefetches = 0, prefetch_bytes = 0, useful_prefetches = 0;
   double miss_ratio() const { return accesses ? static_cast<double>(misses) / accesses : 0.0; }
 };
 
 CacheResult simulate_cache(const std::vector<Access>& stream, uint64_t capacity, CachePolicy policy);
 
-// For each access, the index of the next access to the same key (stream.size() when none).
+// For each access, the index of the next demand access to the same key (stream.size() when none).
 std::vector<size_t> next_use(const std::vector<Access>& stream);
 
 // LRU stack (reuse) distance of each access, in bytes: the total size of the distinct objects accessed since the
-// previous access to the same key (UINT64_MAX for a first access). An LRU cache of capacity C hits exactly the
-// accesses whose distance + own size <= C (for objects of equal size).
+// previous access to the same key (UINT64_MAX for a first access). For demand streams (no prefetch accesses). An LRU
+// cache of capacity C hits exactly the accesses whose distance + own size <= C (for objects of equal size).
 std::vector<uint64_t> reuse_distances(const std::vector<Access>& stream);
 
 // "256K", "1M", "64M", "2G", "4096" -> bytes (K/M/G are binary). Throws tt::Error.

@@ -55,24 +55,39 @@ std::vector<Token> tokens_in_order(const RunData& run, const MoeShape& shape) {
 }
 
 // What one step's MUL_MAT_IDs of one routed layer load: each expert once (a prompt batch: every expert any of its
-// tokens chose, by id, as the batch is grouped by expert; a generated token: its experts in slot order).
+// tokens chose, by id, as the batch is grouped by expert; a generated token: its experts in slot order), and what is
+// prefetched before them (the same order, each once).
 struct StepLoad {
   Phase phase = Phase::PROMPT;
   size_t layer_index = 0;
-  std::vector<uint32_t> experts;
+  std::vector<uint32_t> experts, prefetch;
 };
 
-std::vector<StepLoad> step_loads(const RunData& run, const MoeShape& shape) {
+void add_once(std::vector<uint32_t>& set, uint32_t e) {
+  if (std::find(set.begin(), set.end(), e) == set.end()) set.push_back(e);
+}
+
+std::vector<StepLoad> step_loads(const RunData& run, const MoeShape& shape, Prefetch prefetch) {
   const auto phases = step_phases(run);
   std::vector<StepLoad> out;
+  // Per layer: the experts of the last token routed in it in an earlier step (previous-token prefetch).
+  std::vector<std::vector<uint32_t>> previous_token(shape.layers.size());
   for (uint32_t step = 0; step < run.step_routing.size(); ++step) {
     const Phase phase = phase_of(phases, step);
     for (size_t li = 0; li < shape.layers.size(); ++li) {
-      StepLoad load{phase, li, {}};
-      for (const trace::RoutingRecord& r : run.routing_of_layer(step, shape.layers[li]))
-        for (uint32_t e : r.experts)
-          if (std::find(load.experts.begin(), load.experts.end(), e) == load.experts.end()) load.experts.push_back(e);
-      if (phase == Phase::PROMPT) std::sort(load.experts.begin(), load.experts.end());
+      StepLoad load{phase, li, {}, {}};
+      const auto rows = run.routing_of_layer(step, shape.layers[li]);
+      for (const trace::RoutingRecord& r : rows) {
+        for (uint32_t e : r.experts) add_once(load.experts, e);
+        if (prefetch == Prefetch::PREDICTED)
+          for (uint32_t e : r.predicted) add_once(load.prefetch, e);
+      }
+      if (prefetch == Prefetch::PREVIOUS_TOKEN) load.prefetch = previous_token[li];
+      if (!rows.empty()) previous_token[li] = rows.back().experts;
+      if (phase == Phase::PROMPT) {
+        std::sort(load.experts.begin(), load.experts.end());
+        std::sort(load.prefetch.begin(), load.prefetch.end());
+      }
       if (!load.experts.empty()) out.push_back(std::move(load));
     }
   }
@@ -129,12 +144,37 @@ MoeShape moe_shape(const RunData& run) {
   return s;
 }
 
-std::vector<Access> expert_accesses(const RunData& run, const MoeShape& shape) {
+const char* prefetch_name(Prefetch p) {
+  switch (p) {
+    case Prefetch::NONE:
+      return "none";
+    case Prefetch::PREDICTED:
+      return "predicted";
+    case Prefetch::PREVIOUS_TOKEN:
+      return "previous-token";
+  }
+  return "?";
+}
+
+Prefetch prefetch_from_name(const std::string& name) {
+  for (Prefetch p : {Prefetch::NONE, Prefetch::PREDICTED, Prefetch::PREVIOUS_TOKEN})
+    if (name == prefetch_name(p)) return p;
+  fail("unknown expert prefetch '{}' (none, predicted or previous-token)", name);
+}
+
+std::vector<Access> expert_accesses(const RunData& run, const MoeShape& shape, Prefetch prefetch) {
+  if (prefetch == Prefetch::PREDICTED &&
+      std::none_of(run.trace.routing.begin(), run.trace.routing.end(),
+                   [](const trace::RoutingRecord& r) { return !r.predicted.empty(); }))
+    fail("run '{}' has no expert predictions to prefetch by (run it with --moe-predict)", run.dir);
   std::vector<Access> out;
-  for (const StepLoad& load : step_loads(run, shape))
-    for (uint32_t e : load.experts)
-      out.push_back({static_cast<uint64_t>(shape.layers[load.layer_index]) * static_cast<uint64_t>(shape.n_expert) + e,
-                     shape.expert_bytes[load.layer_index], static_cast<uint32_t>(load.layer_index)});
+  for (const StepLoad& load : step_loads(run, shape, prefetch)) {
+    const uint64_t base = static_cast<uint64_t>(shape.layers[load.layer_index]) * static_cast<uint64_t>(shape.n_expert);
+    const uint64_t bytes = shape.expert_bytes[load.layer_index];
+    const auto phase = static_cast<uint32_t>(load.layer_index);
+    for (uint32_t e : load.prefetch) out.push_back({base + e, bytes, phase, true});
+    for (uint32_t e : load.experts) out.push_back({base + e, bytes, phase});
+  }
   return out;
 }
 
@@ -206,6 +246,9 @@ std::vector<ExpertCacheResult> replay_expert_cache(const std::vector<Access>& ac
         r.misses += c.misses;
         r.cold_misses += c.cold_misses;
         r.bytes_loaded += c.bytes_missed;
+        r.prefetches += c.prefetches;
+        r.prefetch_bytes += c.prefetch_bytes;
+        r.useful_prefetches += c.useful_prefetches;
       };
       if (options.scope == CacheScope::GLOBAL) {
         const uint64_t cap = capacity(size, std::nullopt);
@@ -243,6 +286,15 @@ std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptio
   std::vector<uint64_t> overlap_sum(n_layers, 0), overlap_pairs(n_layers, 0);
   std::vector<int64_t> last_pick(n_layers * n_expert, -1);
   uint64_t slots_used = 0;
+  m.recall.resize(n_layers);
+  for (size_t li = 0; li < n_layers; ++li) m.recall[li].layer = shape.layers[li];
+  // Adds one token's |predicted ∩ chosen| / chosen to a (layer, phase) mean (a running sum until the end).
+  auto score = [](PredictorRecall& p, const std::vector<uint32_t>& predicted, const std::vector<uint32_t>& chosen) {
+    uint64_t common = 0;
+    for (uint32_t e : chosen) common += std::find(predicted.begin(), predicted.end(), e) != predicted.end();
+    ++p.tokens;
+    p.recall += static_cast<double>(common) / static_cast<double>(chosen.size());
+  };
   for (size_t ti = 0; ti < tokens.size(); ++ti) {
     const Token& t = tokens[ti];
     ++m.tokens;
@@ -264,7 +316,13 @@ std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptio
         }
         last = static_cast<int64_t>(ti);
       }
+      const std::string phase = phase_name(t.phase);
+      if (!r->predicted.empty()) {
+        m.predictions = true;
+        score(m.recall[li].next_layer[phase], r->predicted, r->experts);
+      }
       if (previous[li] != nullptr) {
+        score(m.recall[li].previous_token[phase], previous[li]->experts, r->experts);
         for (uint32_t e : r->experts)
           if (std::find(previous[li]->experts.begin(), previous[li]->experts.end(), e) != previous[li]->experts.end())
             ++overlap_sum[li];
@@ -300,6 +358,10 @@ std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptio
     l.overlap = overlap_pairs[li] ? static_cast<double>(overlap_sum[li]) / overlap_pairs[li] / k : 0.0;
   }
 
+  for (LayerRecall& l : m.recall)
+    for (auto* by_phase : {&l.next_layer, &l.previous_token})
+      for (auto& [phase, p] : *by_phase) p.recall /= static_cast<double>(p.tokens);
+
   // Model-file bytes per token by phase and layer, from the ops' recorded reads: expert slabs (MUL_MAT_ID inputs)
   // and the rest.
   const auto phases = step_phases(run);
@@ -320,10 +382,41 @@ std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptio
       m.bytes_per_token[phase].other += b.other;
     }
 
-  m.cache = replay_expert_cache(expert_accesses(run, shape), shape, cache);
+  if (!cache.sizes.empty()) m.cache = replay_expert_cache(expert_accesses(run, shape, cache.prefetch), shape, cache);
   m.scope = cache.scope;
+  m.prefetch = cache.prefetch;
   m.read_bytes_per_s = cache.read_bytes_per_s;
   return m;
+}
+
+PooledExpertCache pooled_expert_cache(const std::vector<const RunData*>& runs, const ExpertCacheOptions& options) {
+  PooledExpertCache out;
+  out.scope = options.scope;
+  out.prefetch = options.prefetch;
+  out.read_bytes_per_s = options.read_bytes_per_s;
+  std::vector<Access> accesses;
+  MoeShape first;
+  for (const RunData* run : runs) {
+    if (run->trace.routing.empty())
+      fail("run '{}' has no routing records to pool (not a mixture-of-experts run)", run->dir);
+    const MoeShape shape = moe_shape(*run);
+    if (out.runs.empty()) {
+      first = shape;
+    } else if (shape.n_expert != first.n_expert || shape.layers != first.layers ||
+               shape.expert_bytes != first.expert_bytes) {
+      fail(
+          "runs '{}' and '{}' cannot be pooled: their models' experts differ ({} and {} experts, {} and {} routed "
+          "layers, {} and {} bytes of experts)",
+          out.runs.front(), run->dir, first.n_expert, shape.n_expert, first.layers.size(), shape.layers.size(),
+          first.all_expert_bytes, shape.all_expert_bytes);
+    }
+    const std::vector<Access> a = expert_accesses(*run, first, options.prefetch);
+    accesses.insert(accesses.end(), a.begin(), a.end());
+    out.tokens += tokens_in_order(*run, first).size();
+    out.runs.push_back(run->dir);
+  }
+  out.cache = replay_expert_cache(accesses, first, options);
+  return out;
 }
 
 }  // namespace tt::analysis

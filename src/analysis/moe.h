@@ -30,11 +30,19 @@ struct MoeShape {
 };
 MoeShape moe_shape(const RunData& run);  // throws tt::Error when the routing names an expert the model lacks
 
-// The cache's view of one or more runs' routing: for each step, each routed layer in order, the experts that
-// layer's MUL_MAT_IDs load, once each (a prompt batch: every expert any of its tokens chose, by id; a generated
-// token: its experts in slot order). Access key layer * n_expert + expert, bytes its slab, phase the layer's index in
-// shape.layers (for least-stale).
-std::vector<Access> expert_accesses(const RunData& run, const MoeShape& shape);
+// What the expert-cache replay prefetches before each (step, layer)'s loads: nothing; the experts the previous layer
+// predicted for that layer's tokens (`run --moe-predict`, RoutingRecord::predicted); or the experts the layer chose
+// for the token routed in it just before the step (the previous token).
+enum class Prefetch { NONE, PREDICTED, PREVIOUS_TOKEN };
+const char* prefetch_name(Prefetch p);
+Prefetch prefetch_from_name(const std::string& name);  // "none", "predicted", "previous-token"; throws tt::Error
+
+// The cache's view of one run's routing: for each step, each routed layer in order, the experts that layer's
+// MUL_MAT_IDs load, once each (a prompt batch: every expert any of its tokens chose, by id; a generated token: its
+// experts in slot order), each layer's loads preceded by the prefetch accesses of `prefetch` (the same order). Access
+// key layer * n_expert + expert, bytes its slab, phase the layer's index in shape.layers (for least-stale). Throws
+// tt::Error for PREDICTED on a run without predictions.
+std::vector<Access> expert_accesses(const RunData& run, const MoeShape& shape, Prefetch prefetch = Prefetch::NONE);
 
 struct ExpertCacheSize {
   enum class Unit { EXPERTS_PER_LAYER, PERCENT, BYTES };
@@ -54,6 +62,7 @@ struct ExpertCacheOptions {
   std::vector<CachePolicy> policies = {CachePolicy::LRU,  CachePolicy::LFU,         CachePolicy::FIFO,
                                        CachePolicy::LRU2, CachePolicy::LEAST_STALE, CachePolicy::OPT};
   CacheScope scope = CacheScope::GLOBAL;
+  Prefetch prefetch = Prefetch::NONE;
   double read_bytes_per_s = 0;  // storage read rate for the load time; 0: not reported
 };
 
@@ -61,7 +70,8 @@ struct ExpertCacheResult {
   std::string size;  // as given
   CachePolicy policy = CachePolicy::LRU;
   uint64_t capacity_bytes = 0;  // the whole cache (per-layer scope: the sum of the layers')
-  uint64_t accesses = 0, hits = 0, misses = 0, cold_misses = 0, bytes_loaded = 0;
+  uint64_t accesses = 0, hits = 0, misses = 0, cold_misses = 0, bytes_loaded = 0;  // demand accesses
+  uint64_t prefetches = 0, prefetch_bytes = 0, useful_prefetches = 0;              // CacheResult's
   double hit_rate() const { return accesses ? static_cast<double>(hits) / accesses : 0.0; }
 };
 // Replays the accesses of one or more runs (a server's pooled workload: runs one after another) of one model.
@@ -81,6 +91,19 @@ struct LayerExperts {
   double overlap = 0, overlap_independent = 0;
 };
 
+// Recall@k of an expert predictor in one layer and phase: the mean over tokens of |predicted ∩ chosen| / chosen.
+struct PredictorRecall {
+  uint64_t tokens = 0;  // tokens with both a prediction and a routing in the layer
+  double recall = 0;
+};
+// Per routed layer, by phase ("PROMPT", "GENERATE"): the next-layer predictor (the previous routed layer's FFN input
+// through this layer's router, recorded by `run --moe-predict`) and the previous-token predictor (the experts this
+// layer chose for the token routed in it before).
+struct LayerRecall {
+  int layer = 0;
+  std::map<std::string, PredictorRecall> next_layer, previous_token;
+};
+
 struct MoeSection {
   MoeShape shape;
   uint64_t tokens = 0, prompt_tokens = 0, generated_tokens = 0;
@@ -98,11 +121,27 @@ struct MoeSection {
   };
   std::map<std::string, BytesPerToken> bytes_per_token;
   std::map<int, std::map<std::string, BytesPerToken>> layer_bytes_per_token;
+  bool predictions = false;              // the run recorded next-layer predictions
+  std::vector<LayerRecall> recall;       // per entry of shape.layers
   std::vector<ExpertCacheResult> cache;  // with ExpertCacheOptions::sizes
   CacheScope scope = CacheScope::GLOBAL;
+  Prefetch prefetch = Prefetch::NONE;
   double read_bytes_per_s = 0;
 };
 // nullopt for a run without routing.
 std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptions& cache);
+
+// The expert-cache replay of several runs of one model as one workload (a server's: their accesses one run after
+// another).
+struct PooledExpertCache {
+  std::vector<std::string> runs;  // run directories, in replay order
+  uint64_t tokens = 0;            // routed tokens of all the runs
+  std::vector<ExpertCacheResult> cache;
+  CacheScope scope = CacheScope::GLOBAL;
+  Prefetch prefetch = Prefetch::NONE;
+  double read_bytes_per_s = 0;
+};
+// Throws tt::Error naming the runs when one has no routing or their experts differ (count, layers, bytes).
+PooledExpertCache pooled_expert_cache(const std::vector<const RunData*>& runs, const ExpertCacheOptions& options);
 
 }  // namespace tt::analysis

@@ -218,6 +218,55 @@ json cache_sim_json(const CacheSimSection& c) {
           {"results", results}};
 }
 
+std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
+std::string mib(uint64_t b) { return format_bytes(b); }
+
+// The expert-cache replay's table (one run's or pooled runs', `tokens` routed).
+json expert_cache_json(const std::vector<ExpertCacheResult>& cache, uint64_t tokens, CacheScope scope,
+                       Prefetch prefetch, double read_bytes_per_s) {
+  json results = json::array();
+  for (const ExpertCacheResult& c : cache) {
+    const double per_token = tokens ? static_cast<double>(c.bytes_loaded) / static_cast<double>(tokens) : 0.0;
+    json row = {{"size", c.size},
+                {"policy", policy_name(c.policy)},
+                {"capacity_bytes", c.capacity_bytes},
+                {"accesses", c.accesses},
+                {"hits", c.hits},
+                {"misses", c.misses},
+                {"cold_misses", c.cold_misses},
+                {"hit_rate", c.hit_rate()},
+                {"bytes_loaded", c.bytes_loaded},
+                {"bytes_loaded_per_token", per_token},
+                {"prefetches", c.prefetches},
+                {"prefetch_bytes", c.prefetch_bytes},
+                {"useful_prefetches", c.useful_prefetches}};
+    if (read_bytes_per_s > 0) row["load_seconds_per_token"] = per_token / read_bytes_per_s;
+    results.push_back(row);
+  }
+  json j = {{"scope", scope_name(scope)}, {"prefetch", prefetch_name(prefetch)}, {"results", results}};
+  if (read_bytes_per_s > 0) j["read_bytes_per_s"] = read_bytes_per_s;
+  return j;
+}
+
+std::string expert_cache_text(const std::vector<ExpertCacheResult>& cache, uint64_t tokens, CacheScope scope,
+                              Prefetch prefetch, double read_bytes_per_s) {
+  const bool prefetching = prefetch != Prefetch::NONE;
+  std::string o =
+      fmt::format("  expert cache replay ({} scope, prefetch {}):\n", scope_name(scope), prefetch_name(prefetch));
+  o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}{}{}\n", "size", "capacity", "policy", "hits",
+                   "misses", "hit rate", "loaded/token", prefetching ? "  prefetched  useful" : "",
+                   read_bytes_per_s > 0 ? "  load time/token" : "");
+  for (const ExpertCacheResult& c : cache) {
+    const double per_token = tokens ? static_cast<double>(c.bytes_loaded) / static_cast<double>(tokens) : 0.0;
+    o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}", c.size, mib(c.capacity_bytes),
+                     policy_name(c.policy), c.hits, c.misses, pct(c.hit_rate()), mib(static_cast<uint64_t>(per_token)));
+    if (prefetching) o += fmt::format("  {:>10} {:>7}", mib(c.prefetch_bytes), c.useful_prefetches);
+    if (read_bytes_per_s > 0) o += fmt::format("  {:>12.3f} ms", per_token / read_bytes_per_s * 1e3);
+    o += "\n";
+  }
+  return o;
+}
+
 json moe_json(const MoeSection& m) {
   const MoeShape& sh = m.shape;
   json layers = json::array();
@@ -260,31 +309,25 @@ json moe_json(const MoeSection& m) {
             {"reuse_distance", {{"first_picks", m.first_picks}, {"bins", reuse}}},
             {"bytes_per_token", bytes_json(m.bytes_per_token)},
             {"layer_bytes_per_token", layer_bytes}};
-  if (!m.cache.empty()) {
-    json results = json::array();
-    for (const ExpertCacheResult& c : m.cache) {
-      const double per_token = m.tokens ? static_cast<double>(c.bytes_loaded) / static_cast<double>(m.tokens) : 0.0;
-      json row = {{"size", c.size},
-                  {"policy", policy_name(c.policy)},
-                  {"capacity_bytes", c.capacity_bytes},
-                  {"accesses", c.accesses},
-                  {"hits", c.hits},
-                  {"misses", c.misses},
-                  {"cold_misses", c.cold_misses},
-                  {"hit_rate", c.hit_rate()},
-                  {"bytes_loaded", c.bytes_loaded},
-                  {"bytes_loaded_per_token", per_token}};
-      if (m.read_bytes_per_s > 0) row["load_seconds_per_token"] = per_token / m.read_bytes_per_s;
-      results.push_back(row);
+  if (!m.cache.empty())
+    j["expert_cache"] = expert_cache_json(m.cache, m.tokens, m.scope, m.prefetch, m.read_bytes_per_s);
+  {
+    auto recall_json = [](const std::map<std::string, PredictorRecall>& by_phase) {
+      json p = json::object();
+      for (const auto& [phase, r] : by_phase) p[phase] = {{"tokens", r.tokens}, {"recall", r.recall}};
+      return p;
+    };
+    json rows = json::array();
+    for (const LayerRecall& l : m.recall) {
+      json row = {{"layer", l.layer}, {"previous_token", recall_json(l.previous_token)}};
+      if (m.predictions) row["next_layer"] = recall_json(l.next_layer);
+      rows.push_back(row);
     }
-    j["expert_cache"] = {{"scope", scope_name(m.scope)}, {"results", results}};
-    if (m.read_bytes_per_s > 0) j["expert_cache"]["read_bytes_per_s"] = m.read_bytes_per_s;
+    j["prediction"] = {{"next_layer_recorded", m.predictions}, {"per_layer", rows}};
   }
   return j;
 }
 
-std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
-std::string mib(uint64_t b) { return format_bytes(b); }
 std::string gbps(double bps) { return fmt::format("{:.2f} GB/s", bps / 1e9); }
 std::string ms(uint64_t ns) { return fmt::format("{:.3f} ms", ns / 1e6); }
 std::string ms(double ns) { return ms(static_cast<uint64_t>(ns)); }
@@ -309,19 +352,23 @@ std::string moe_text(const MoeSection& m) {
   for (const auto& [phase, b] : m.bytes_per_token)
     o += fmt::format("  {} bytes per token: experts {}, other weights {}\n", phase,
                      mib(static_cast<uint64_t>(b.experts)), mib(static_cast<uint64_t>(b.other)));
-  if (!m.cache.empty()) {
-    o += fmt::format("  expert cache replay ({} scope):\n", scope_name(m.scope));
-    o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}{}\n", "size", "capacity", "policy", "hits",
-                     "misses", "hit rate", "loaded/token", m.read_bytes_per_s > 0 ? "  load time/token" : "");
-    for (const ExpertCacheResult& c : m.cache) {
-      const double per_token = m.tokens ? static_cast<double>(c.bytes_loaded) / static_cast<double>(m.tokens) : 0.0;
-      o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}", c.size, mib(c.capacity_bytes),
-                       policy_name(c.policy), c.hits, c.misses, pct(c.hit_rate()),
-                       mib(static_cast<uint64_t>(per_token)));
-      if (m.read_bytes_per_s > 0) o += fmt::format("  {:>12.3f} ms", per_token / m.read_bytes_per_s * 1e3);
-      o += "\n";
-    }
+  if (!m.recall.empty()) {
+    o += fmt::format("  prediction recall@{} (mean |predicted & chosen| / chosen, over tokens){}:\n", sh.n_used,
+                     m.predictions ? "" : "; next layer: none recorded (run --moe-predict)");
+    o += fmt::format("  {:>5}  {:<32} {:<32}\n", "layer", "next layer: prompt, generate",
+                     "previous token: prompt, generate");
+    auto cell = [](const std::map<std::string, PredictorRecall>& by_phase, const char* phase) -> std::string {
+      auto it = by_phase.find(phase);
+      return it == by_phase.end() ? "-" : fmt::format("{} ({})", pct(it->second.recall), it->second.tokens);
+    };
+    auto both = [&](const std::map<std::string, PredictorRecall>& by_phase) {
+      return cell(by_phase, "PROMPT") + ", " + cell(by_phase, "GENERATE");
+    };
+    for (const LayerRecall& l : m.recall)
+      o += fmt::format("  {:>5}  {:<32} {:<32}\n", l.layer, m.predictions ? both(l.next_layer) : "-",
+                       both(l.previous_token));
   }
+  if (!m.cache.empty()) o += expert_cache_text(m.cache, m.tokens, m.scope, m.prefetch, m.read_bytes_per_s);
   return o;
 }
 
@@ -356,6 +403,12 @@ json to_json(const Report& r) {
   j["memory"] = memory_json(r.memory);
   if (r.cache_sim) j["cache_sim"] = cache_sim_json(*r.cache_sim);
   if (r.moe) j["moe"] = moe_json(*r.moe);
+  if (r.pooled) {
+    j["pooled"] = expert_cache_json(r.pooled->cache, r.pooled->tokens, r.pooled->scope, r.pooled->prefetch,
+                                    r.pooled->read_bytes_per_s);
+    j["pooled"]["runs"] = r.pooled->runs;
+    j["pooled"]["tokens"] = r.pooled->tokens;
+  }
   return j;
 }
 
@@ -540,6 +593,13 @@ std::string render_text(const Report& r) {
                        x.hits, pct(x.miss_ratio()), mib(x.bytes_missed));
   }
   if (r.moe) o += moe_text(*r.moe);
+  if (r.pooled) {
+    o += fmt::format("\n== Pooled expert cache ({} runs, {} tokens, replayed one after another) ==\n",
+                     r.pooled->runs.size(), r.pooled->tokens);
+    for (const std::string& run : r.pooled->runs) o += fmt::format("  run {}\n", run);
+    o += expert_cache_text(r.pooled->cache, r.pooled->tokens, r.pooled->scope, r.pooled->prefetch,
+                           r.pooled->read_bytes_per_s);
+  }
   return o;
 }
 

@@ -13,6 +13,10 @@ Engine::Engine(const Model& model, EngineOptions options)
   if (options_.n_ctx == 0) options_.n_ctx = std::min(model.config.n_ctx_train, 4096);
   init_run_state(state_, model.config, options_.n_ctx, options_.kv_type);
   state_.llamacpp_build = options_.llamacpp_build;
+  if (options_.moe_predict && model.config.n_expert == 0)
+    fail("expert prediction (--moe-predict) needs a mixture-of-experts model; this {} model has no experts",
+         model.config.arch_name);
+  state_.moe_predict = options_.moe_predict;
 }
 
 std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserver* observer) {
@@ -27,7 +31,10 @@ std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserve
     step_->graph.structure_id = ++graphs_built_;
 
     std::vector<const Tensor*> keep = {step_->logits, step_->hidden};
-    for (const LayerRouting& r : step_->routing) keep.insert(keep.end(), {r.probs, r.experts, r.weights});
+    for (const LayerRouting& r : step_->routing) {
+      keep.insert(keep.end(), {r.probs, r.experts, r.weights});
+      if (r.predicted) keep.push_back(r.predicted);
+    }
     plan_ = plan_activations(step_->graph, keep);
     state_.arena.reserve(plan_.arena_bytes);
     state_.scratch.reserve(max_scratch_bytes(step_->graph));

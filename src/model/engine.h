@@ -19,6 +19,8 @@ struct EngineOptions {
   GgmlType kv_type = GgmlType::F16;
   // Whose float order to reproduce where llama.cpp's builds differ by CPU kind (quant.h): by default this CPU's.
   LlamaCppBuild llamacpp_build = default_llamacpp_build();
+  // Mixture-of-experts models: predict each next layer's experts (RunState::moe_predict, LayerRouting::predicted).
+  bool moe_predict = false;
 };
 
 class StepObserver : public ExecObserver {

@@ -58,12 +58,19 @@ Tensor* qk_norm(GraphBuilder& b, const ModelConfig& c, Tensor* x, const Tensor* 
 // llama.cpp's build_moe_ffn on the normed input cur [n_embd, n_tokens]: router logits, probabilities, the top-k
 // experts by probability, their probabilities as weights (renormalised, scaled where the model says), each chosen
 // expert's SwiGLU FFN, the outputs weighted and summed in slot order; plus the sigmoid-gated shared expert.
-Tensor* moe_ffn(GraphBuilder& b, const ModelConfig& c, const LayerWeights& l, Tensor* cur, StepGraph& out) {
+// `predicted`: on entry the previous layer's prediction of this layer's experts (or null), recorded in the routing;
+// on exit this layer's prediction of the next layer's (null unless `next` is given): the next layer's router and
+// gating on this layer's normed input, its top-k. Computed before the experts so a runtime could prefetch on it.
+Tensor* moe_ffn(GraphBuilder& b, const ModelConfig& c, const LayerWeights& l, const LayerWeights* next, Tensor* cur,
+                StepGraph& out, const Tensor*& predicted) {
   const int64_t n_tokens = cur->ne[1], k = c.n_expert_used;
-  Tensor* logits = b.mul_mat(l.ffn_gate_inp, cur, b.name("ffn_moe_logits"));
-  Tensor* probs = c.gating == ExpertGating::SOFTMAX ? b.soft_max(logits, b.name("ffn_moe_probs"))
-                                                    : b.sigmoid(logits, b.name("ffn_moe_probs"));
-  Tensor* topk = b.top_k(probs, static_cast<int32_t>(k), b.name("ffn_moe_topk"));
+  auto route = [&](const Tensor* router, const std::string& prefix) {
+    Tensor* logits = b.mul_mat(router, cur, b.name(prefix + "_logits"));
+    Tensor* probs = c.gating == ExpertGating::SOFTMAX ? b.soft_max(logits, b.name(prefix + "_probs"))
+                                                      : b.sigmoid(logits, b.name(prefix + "_probs"));
+    return std::pair{probs, b.top_k(probs, static_cast<int32_t>(k), b.name(prefix + "_topk"))};
+  };
+  auto [probs, topk] = route(l.ffn_gate_inp, "ffn_moe");
   Tensor* weights = b.get_rows_per_token(probs, topk, b.name("ffn_moe_weights"));  // [1, k, n_tokens]
   if (c.expert_weights_norm) {
     Tensor* w2 = b.reshape(weights, {k, n_tokens}, b.name("ffn_moe_weights"));
@@ -75,7 +82,8 @@ Tensor* moe_ffn(GraphBuilder& b, const ModelConfig& c, const LayerWeights& l, Te
   }
   if (c.expert_weights_scale != 0.0f)
     weights = b.scale(weights, c.expert_weights_scale, b.name("ffn_moe_weights_scaled"));
-  out.routing.push_back({b.layer(), probs, topk, weights});
+  out.routing.push_back({b.layer(), probs, topk, weights, predicted});
+  predicted = next ? route(next->ffn_gate_inp, "ffn_moe_pred").second : nullptr;
 
   Tensor* x = b.reshape(cur, {c.n_embd, 1, n_tokens}, b.name("ffn_norm"));
   Tensor* up = b.mul_mat_id(l.ffn_up_exps, x, topk, b.name("ffn_moe_up"));
@@ -135,6 +143,7 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
 
   // Token embeddings: the rows of the prompt's tokens only.
   Tensor* x = b.get_rows(w.token_embd, inp_tokens, {tokens.begin(), tokens.end()}, "embd");
+  const Tensor* predicted = nullptr;  // the previous routed layer's prediction of the next one's experts
 
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& l = w.layers[il];
@@ -188,7 +197,8 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
       Tensor* up = b.mul_mat(l.ffn_up, cur, b.name("ffn_up"));
       cur = b.mul_mat(l.ffn_down, b.swiglu(gate, up, b.name("ffn_swiglu")), b.name("ffn_out"));
     } else {
-      cur = moe_ffn(b, c, l, cur, out);
+      const bool predict_next = s.moe_predict && il + 1 < c.n_layer && w.layers[il + 1].ffn_gate_inp;
+      cur = moe_ffn(b, c, l, predict_next ? &w.layers[il + 1] : nullptr, cur, out, predicted);
     }
     x = b.add(cur, ffn_inp, b.name("l_out"));
   }

@@ -26,6 +26,9 @@ struct RunState {
   AlignedBuffer scratch;                                           // per-op work memory
   int32_t n_past = 0;                                              // positions already in the cache
   LlamaCppBuild llamacpp_build = LlamaCppBuild::kIntelAvx512Fp16;  // given to every step's graph
+  // `run --moe-predict`: each routed layer but the last also applies the next layer's router to its FFN input
+  // (ffn_moe_pred_* nodes), the next layer's experts as Mixtral-offloading would speculate them.
+  bool moe_predict = false;
 };
 
 void init_run_state(RunState& s, const ModelConfig& c, int32_t n_ctx, GgmlType kv_type);
@@ -38,11 +41,18 @@ struct LayerRouting {
   const Tensor* probs = nullptr;    // ffn_moe_probs-N [n_expert, n_tokens]: router probabilities
   const Tensor* experts = nullptr;  // ffn_moe_topk-N [n_used, n_tokens] I32: chosen experts, llama.cpp's order
   const Tensor* weights = nullptr;  // [1, n_used, n_tokens]: the final weights (after renormalising, scaling)
+  // With RunState::moe_predict: this layer's experts as the previous routed layer predicted them, its
+  // ffn_moe_pred_topk-(N-1) [n_used, n_prev_tokens] I32 (this layer's rows are its last n_tokens() rows); else null.
+  const Tensor* predicted = nullptr;
 
   int64_t n_tokens() const { return experts->ne[1]; }
   int64_t n_used() const { return experts->ne[0]; }
   int32_t expert(int64_t t, int64_t slot) const { return experts->as<const int32_t>()[t * n_used() + slot]; }
   float weight(int64_t t, int64_t slot) const { return weights->as<const float>()[t * n_used() + slot]; }
+  // Row t's predicted expert in `slot` (needs `predicted`).
+  int32_t predicted_expert(int64_t t, int64_t slot) const {
+    return predicted->as<const int32_t>()[(predicted->ne[1] - n_tokens() + t) * predicted->ne[0] + slot];
+  }
   // The lowest chosen probability minus the best unchosen one (small: a near-tie); 0 when every expert is chosen.
   float margin(int64_t t) const;
 };

@@ -43,7 +43,8 @@ enum class RecordKind : uint8_t {
   // moves to the end of each of its shares.
   OP_ADVANCES_PACKED = 11,
   // version 7, mixture-of-experts runs: u32 step, u16 layer, i32 token_pos, u8 k, then k times (u32 expert,
-  // f32 weight), f32 margin: one token's routing in one layer (RoutingRecord).
+  // f32 weight), f32 margin, then with `run --moe-predict` optionally u8 p, p times u32 expert: one token's routing in
+  // one layer, and the experts the previous layer predicted for it (RoutingRecord).
   ROUTING = 12,
 };
 // Experts a token may be routed to in a ROUTING record (llama.cpp's models use up to 8 of up to 256).

@@ -109,6 +109,9 @@ struct RoutingRecord {
   std::vector<uint32_t> experts;
   std::vector<float> weights;  // one per expert
   float margin = 0;
+  // `run --moe-predict`: this layer's experts as the previous routed layer predicted them (its router's top-k on
+  // that layer's FFN input); empty without a prediction (no option, or the first routed layer).
+  std::vector<uint32_t> predicted;
 };
 
 struct StepMarker {

@@ -434,6 +434,10 @@ void check_trace(RunData& r) {
       if (e >= it->second)
         fail("'{}': routing record of step {} layer {} names expert {}, past the layer's {} experts", path, x.step,
              x.layer, e, it->second);
+    for (uint32_t e : x.predicted)
+      if (e >= it->second)
+        fail("'{}': routing record of step {} layer {} predicts expert {}, past the layer's {} experts", path, x.step,
+             x.layer, e, it->second);
   }
   for (const trace::IoRecord& io : t.io) {
     check_step("IO record", io.step);

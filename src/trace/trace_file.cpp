@@ -218,9 +218,10 @@ void TraceWriter::io(const IoRecord& r) {
 }
 
 void TraceWriter::routing(uint32_t step, uint16_t layer, int32_t token_pos, std::span<const int32_t> experts,
-                          std::span<const float> weights, float margin) {
+                          std::span<const float> weights, float margin, std::span<const int32_t> predicted) {
   TT_CHECK(experts.size() == weights.size() && experts.size() <= kMaxRoutedExperts,
            "ROUTING record of {} experts and {} weights", experts.size(), weights.size());
+  TT_CHECK(predicted.size() <= kMaxRoutedExperts, "ROUTING record of {} predicted experts", predicted.size());
   begin_record(RecordKind::ROUTING);
   put<uint32_t>(buffer_, step);
   put<uint16_t>(buffer_, layer);
@@ -231,6 +232,10 @@ void TraceWriter::routing(uint32_t step, uint16_t layer, int32_t token_pos, std:
     put<float>(buffer_, weights[i]);
   }
   put<float>(buffer_, margin);
+  if (!predicted.empty()) {
+    put<uint8_t>(buffer_, static_cast<uint8_t>(predicted.size()));
+    for (int32_t e : predicted) put<uint32_t>(buffer_, static_cast<uint32_t>(e));
+  }
   end_record();
 }
 
@@ -618,9 +623,12 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           x.token_pos = r.get<int32_t>();
           const uint8_t k = r.get<uint8_t>();
           if (k == 0 || k > kMaxRoutedExperts) fail("ROUTING record of {} experts (1 to {})", k, kMaxRoutedExperts);
-          // The record holds exactly k (expert, weight) pairs and the margin.
-          if (r.remaining() != k * 8u + 4)
-            fail("ROUTING record of {} experts is {} bytes, expected {}", k, len, 15 + k * 8u);
+          // The record holds exactly k (expert, weight) pairs and the margin, then optionally p predicted experts.
+          auto bad_length = [&] {
+            fail("ROUTING record of {} experts is {} bytes, expected {}, or {} + 4p with p (1 to {}) predicted experts",
+                 k, len, 15 + k * 8u, 16 + k * 8u, kMaxRoutedExperts);
+          };
+          if (r.remaining() < k * 8u + 4) bad_length();
           x.experts.resize(k);
           x.weights.resize(k);
           for (uint8_t i = 0; i < k; ++i) {
@@ -628,6 +636,12 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             x.weights[i] = r.get<float>();
           }
           x.margin = r.get<float>();
+          if (r.remaining() > 0) {
+            const uint8_t p = r.get<uint8_t>();
+            if (p == 0 || p > kMaxRoutedExperts || r.remaining() != p * 4u) bad_length();
+            x.predicted.resize(p);
+            for (uint32_t& e : x.predicted) e = r.get<uint32_t>();
+          }
           out.routing.push_back(std::move(x));
           break;
         }

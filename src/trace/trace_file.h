@@ -94,9 +94,10 @@ class TraceWriter {
   void span(const SpanRecord& s);
   void step_end(const StepMarker& m);
   void io(const IoRecord& r);
-  // One token's routing in one layer (ROUTING): experts and weights of the same length, at most kMaxRoutedExperts.
+  // One token's routing in one layer (ROUTING): experts and weights of the same length, at most kMaxRoutedExperts;
+  // `predicted` (`run --moe-predict`; empty: none) the experts the previous layer predicted, at most as many.
   void routing(uint32_t step, uint16_t layer, int32_t token_pos, std::span<const int32_t> experts,
-               std::span<const float> weights, float margin);
+               std::span<const float> weights, float margin, std::span<const int32_t> predicted = {});
   // Pushes buffered records to the file (the tracer calls it after whole steps: past kFlushBytes, at least every
   // 500 ms, and at the end).
   void flush();

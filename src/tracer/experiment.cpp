@@ -98,7 +98,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
 
   if (o.progress) fmt::print(stderr, "loading {} ...\n", o.model_path);
   std::unique_ptr<Model> model = load_model(o.model_path);
-  Engine engine(*model, {o.n_ctx, o.n_threads, o.kv_type, o.llamacpp_build});
+  Engine engine(*model, {o.n_ctx, o.n_threads, o.kv_type, o.llamacpp_build, o.moe_predict});
   result.load_ns = now_ns() - t0;
   result.prompt_tokens = model->tokenizer->encode(o.prompt, /*add_special=*/true);
   if (o.progress)
@@ -210,6 +210,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
            {"ctx", engine.n_ctx()},
            {"kv_type", type_name(o.kv_type)},
            {"llamacpp_build", llamacpp_build_name(o.llamacpp_build)},
+           {"moe_predict", o.moe_predict},
            {"sampling",
             {{"temperature", o.sampling.temperature},
              {"top_k", o.sampling.top_k},

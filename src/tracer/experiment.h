@@ -21,6 +21,7 @@ struct ExperimentOptions {
   int32_t n_ctx = 0;
   GgmlType kv_type = GgmlType::F16;
   LlamaCppBuild llamacpp_build = default_llamacpp_build();  // --llamacpp-build
+  bool moe_predict = false;                                 // --moe-predict (EngineOptions::moe_predict)
   SamplingParams sampling;
   bool trace = true;
   std::string run_dir;     // empty: runs/<date-time>-<model>, with -2, -3, ... when that is taken

@@ -828,7 +828,8 @@ bool Tracer::write_records_piece(StepRecords& r) {
     for (size_t i = r.routing_written; i < end; ++i) {
       const StepRecords::RoutingRow& row = r.routing_rows[i];
       writer_.routing(r.marker.step, row.layer, row.token_pos, std::span(r.routing_experts).subspan(i * k, k),
-                      std::span(r.routing_weights).subspan(i * k, k), row.margin);
+                      std::span(r.routing_weights).subspan(i * k, k), row.margin,
+                      row.predicted ? std::span(r.routing_predicted).subspan(i * k, k) : std::span<const int32_t>());
     }
     r.routing_written = end;
     return true;
@@ -931,7 +932,7 @@ void Tracer::write_advance_run(const StepRecords& step, size_t first, size_t end
 }
 
 void Tracer::copy_routing(StepRecords& r, const StepOutcome& o) {
-  r.routing_rows.clear(), r.routing_experts.clear(), r.routing_weights.clear();
+  r.routing_rows.clear(), r.routing_experts.clear(), r.routing_weights.clear(), r.routing_predicted.clear();
   r.routing_k = o.routing.empty() ? 0 : static_cast<size_t>(o.routing.front().n_used());
   for (const LayerRouting& l : o.routing) {
     const int64_t k = l.n_used(), n = l.n_tokens();
@@ -939,10 +940,13 @@ void Tracer::copy_routing(StepRecords& r, const StepOutcome& o) {
              "layer {} routes to {} experts a token", l.layer, k);
     for (int64_t t = 0; t < n; ++t) {
       // Rows are the step's last n tokens (the last layer of a prompt routes only its last token).
-      r.routing_rows.push_back({static_cast<uint16_t>(l.layer), o.pos_end - static_cast<int32_t>(n - t), l.margin(t)});
+      r.routing_rows.push_back({static_cast<uint16_t>(l.layer), o.pos_end - static_cast<int32_t>(n - t), l.margin(t),
+                                l.predicted != nullptr});
       for (int64_t slot = 0; slot < k; ++slot) {
         r.routing_experts.push_back(l.expert(t, slot));
         r.routing_weights.push_back(l.weight(t, slot));
+        // Aligned with the rows (zeros where a row has no prediction).
+        r.routing_predicted.push_back(l.predicted ? l.predicted_expert(t, slot) : 0);
       }
     }
   }

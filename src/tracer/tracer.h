@@ -171,15 +171,18 @@ class Tracer : public GenerateObserver {
     StepBuffers buffers;       // the buffer timeline's entry (times_at set as it is written)
     // Mixture-of-experts runs: the step's routing, copied at its end (the engine's tensors are overwritten by the
     // next step, in whose waits these records may be written). Row i is routing_rows[i]; its experts and weights are
-    // [i * routing_k, (i + 1) * routing_k) of routing_experts and routing_weights.
+    // [i * routing_k, (i + 1) * routing_k) of routing_experts and routing_weights, and when `predicted` of
+    // routing_predicted (`run --moe-predict`).
     struct RoutingRow {
       uint16_t layer;
       int32_t token_pos;
       float margin;
+      bool predicted;
     };
     std::vector<RoutingRow> routing_rows;
     std::vector<int32_t> routing_experts;
     std::vector<float> routing_weights;
+    std::vector<int32_t> routing_predicted;
     size_t routing_k = 0;
     // Written at the step's end, or deferred to the next step's waits (previous_step_piece).
     bool deferred = false, begun = false;  // begun: STEP_BEGIN written
