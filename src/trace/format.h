@@ -9,7 +9,7 @@ namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
 // Written: 7. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
-// OP_ADVANCES_PACKED), 6 (no ROUTING).
+// OP_ADVANCES_PACKED), 6 (no ROUTING); OP records of 1 to 6 carry fused op kinds (always none).
 constexpr uint32_t kVersion = 7;
 constexpr uint32_t kMinVersion = 1;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
