@@ -150,6 +150,31 @@ void attend(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n_pos * nq);
   state.SetLabel(kernel_isa());
 }
+// Generation's matrix-vector product as mul_mat runs it: one token through the kernel a lone token gets, over a
+// matrix of `rows` rows (n = 4096) in 16-row tiles. 512 rows stay in L2 (the kernel's own speed); 131072 rows
+// (0.3-1.1 GB) stream from memory (compare with `tensortrace bench --bandwidth`'s one-thread figure). bytes/s of
+// weights. The large matrix repeats the fixture's rows (speed does not depend on the values).
+void gemv(benchmark::State& state, GgmlType type) {
+  const QuantKernels* k = find_kernels(type);
+  const Fixture& f = fixture(type);
+  const int64_t rows = state.range(0);
+  constexpr int64_t kRowTile = 16;
+  std::vector<uint8_t> weights(f.row_bytes * rows);
+  for (int64_t r = 0; r < rows; r += kRows)
+    std::memcpy(weights.data() + r * f.row_bytes, f.weights.data(), f.row_bytes * std::min(kRows, rows - r));
+  const BatchedKernels* batched = k->batched_for(kN, rows);
+  const DotKernel& dot = batched ? batched->for_token(0, 1) : k->vec_dot;
+  std::vector<float> out(rows);
+  for (auto _ : state) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowTile)
+      dot.run_tile(kN, kRowTile, 1, weights.data() + r0 * f.row_bytes, f.row_bytes, f.act.data(), 0, out.data() + r0,
+                   rows);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(weights.size()));
+  state.SetLabel(kernel_isa());
+}
+
 BENCHMARK(attend)->Name("AttendF16")->ArgNames({"positions", "queries"})->ArgsProduct({{128, 2048}, {1, 3, 4}});
 
 const int kRegistered = [] {
@@ -164,6 +189,12 @@ const int kRegistered = [] {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
     benchmark::RegisterBenchmark(("Gemm/" + std::string(type_name(t))).c_str(), gemm, t);
   }
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
+    benchmark::RegisterBenchmark(("Gemv/" + std::string(type_name(t))).c_str(), gemv, t)
+        ->ArgName("rows")
+        ->Arg(512)
+        ->Arg(131072)
+        ->MinTime(1.0);
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F16}) {
     benchmark::RegisterBenchmark(("QuantizeActivations/" + std::string(type_name(t))).c_str(), quantize_act, t);
   }

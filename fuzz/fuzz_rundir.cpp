@@ -97,6 +97,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ignore_error([&] { tt::exporter::export_perfetto(run, (out / "run.perfetto.json").string()); });
     ignore_error([&] { tt::exporter::export_sqlite(run, (out / "run.sqlite").string()); });
     ignore_error([&] { tt::exporter::export_tokens_json(run, (out / "tokens").string()); });
+    ignore_error([&] {
+      const tt::exporter::RoutingTable table = tt::exporter::routing_table(run);
+      tt::exporter::export_routing_npy(table, (out / "routing-npy").string());
+      tt::exporter::export_routing_csv(table, (out / "routing.csv").string());
+    });
   });
   ignore_error([&] {
     const tt::serve::Api api({dir.string()});
@@ -110,7 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     };
     for (const char* path : {"/api/runs", "/api/runs/0", "/api/runs/0/memory-map", "/api/runs/0/steps",
                              "/api/runs/0/ops", "/api/runs/0/spans", "/api/runs/0/graph", "/api/runs/0/buffers",
-                             "/api/runs/0/heatmap", "/api/runs/0/summary"})
+                             "/api/runs/0/heatmap", "/api/runs/0/summary", "/api/runs/0/routing"})
       get(path, {});
     get("/api/runs/0/heatmap", {{"cumulative", "0"}, {"step", "1"}});
     get("/api/runs/0/ops", {{"step", "1"}});

@@ -9,6 +9,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev libcpp-httplib-dev libssl-dev
   libsqlite3-dev libzstd-dev libxxhash-dev libpcre2-dev
   chromium
+  python3 python3-numpy  # bench/make-models.sh (../shared/tools/synth_gguf.py)
 )
 # nodejs may come from another Debian-format source that bundles npm; add Debian's npm only when absent.
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)

@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "analysis/cache_sim.h"
@@ -125,6 +127,129 @@ TEST(CacheSim, OptNeverWorseThanOthersOnPages) {
   EXPECT_EQ(opt.bytes_missed, opt.misses * 4096);
 }
 
+TEST(CacheSim, Lru2ResistsOneTimeUse) {
+  // a a b c a, two frames: c evicts b under LRU-2 (b used once) where LRU evicts a (least recent).
+  const auto s = unit_stream({'a', 'a', 'b', 'c', 'a'});
+  EXPECT_EQ(simulate_cache(s, 2, CachePolicy::LRU2).misses, 3u);
+  EXPECT_EQ(simulate_cache(s, 2, CachePolicy::LRU).misses, 4u);
+}
+
+// Two layers (phases) per token, two experts each: layer 0 uses A C, layer 1 uses B D, three tokens, three frames.
+std::vector<Access> two_layer_tokens(int tokens) {
+  std::vector<Access> s;
+  for (int t = 0; t < tokens; ++t)
+    for (auto [key, phase] : {std::pair{'A', 0u}, {'C', 0u}, {'B', 1u}, {'D', 1u}})
+      s.push_back({uint64_t(key), 1, phase});
+  return s;
+}
+
+TEST(CacheSim, LeastStaleEvictsTheLayerJustPassed) {
+  const auto s = two_layer_tokens(3);
+  // LRU: a cyclic scan of 4 objects in 3 frames misses every time.
+  EXPECT_EQ(simulate_cache(s, 3, CachePolicy::LRU).misses, 12u);
+  // Least-stale: in each pass the layer-1 expert loaded second evicts the other (same pass, current layer) and the
+  // next pass's first layer-1 load evicts the previous pass's layer-1 expert: A and C stay. 4 cold + 2 a pass.
+  EXPECT_EQ(simulate_cache(s, 3, CachePolicy::LEAST_STALE).misses, 8u);
+  // OPT: D evicts B (next use furthest), B evicts C, C evicts A (never used again).
+  EXPECT_EQ(simulate_cache(s, 3, CachePolicy::OPT).misses, 6u);
+  // One phase: least-stale is LRU.
+  std::vector<Access> flat = s;
+  for (Access& a : flat) a.phase = 0;
+  EXPECT_EQ(simulate_cache(flat, 3, CachePolicy::LEAST_STALE).misses, 12u);
+}
+
+// An independent replay for equal-sized objects: resident objects in a vector, the victim found by the policy's rule
+// written out over the whole history (quadratic; for tests only).
+uint64_t naive_misses(const std::vector<Access>& s, size_t frames, CachePolicy p) {
+  struct Resident {
+    uint64_t key;
+    size_t inserted, last, count;
+    uint32_t phase;
+  };
+  uint32_t n_phases = 1;
+  for (const Access& a : s) n_phases = std::max(n_phases, a.phase + 1);
+  std::vector<Resident> res;
+  std::map<uint64_t, std::vector<size_t>> uses;  // every use so far
+  uint64_t misses = 0;
+  std::vector<size_t> pass_of(s.size(), 0);  // the pass of each access
+  for (size_t t = 1; t < s.size(); ++t) pass_of[t] = pass_of[t - 1] + (s[t].phase < s[t - 1].phase ? 1 : 0);
+  for (size_t t = 0; t < s.size(); ++t) {
+    auto hit = std::find_if(res.begin(), res.end(), [&](const Resident& r) { return r.key == s[t].key; });
+    if (hit != res.end()) {
+      hit->last = t;
+      ++hit->count;
+    } else {
+      ++misses;
+      if (frames > 0 && res.size() == frames) {
+        auto second_last = [&](uint64_t key) {  // 1 + the time of the use before the latest, 0 when none
+          const auto& u = uses[key];
+          return u.size() >= 2 ? u[u.size() - 2] + 1 : size_t{0};
+        };
+        auto next_use_of = [&](uint64_t key) {
+          for (size_t j = t + 1; j < s.size(); ++j)
+            if (s[j].key == key) return j;
+          return s.size();
+        };
+        size_t v = 0;
+        auto better = [&](const Resident& a, const Resident& b) {  // a is evicted before b
+          switch (p) {
+            case CachePolicy::LRU:
+              return a.last < b.last;
+            case CachePolicy::FIFO:
+              return a.inserted < b.inserted;
+            case CachePolicy::LFU:
+              return std::pair(a.count, a.last) < std::pair(b.count, b.last);
+            case CachePolicy::LRU2:
+              return std::pair(second_last(a.key), a.last) < std::pair(second_last(b.key), b.last);
+            case CachePolicy::OPT:
+              return next_use_of(a.key) != next_use_of(b.key) ? next_use_of(a.key) > next_use_of(b.key)
+                                                              : a.last < b.last;
+            case CachePolicy::LEAST_STALE: {
+              // The pass of the last use, then how many phases back the object's phase is, then the last use.
+              auto rank = [&](const Resident& r) {
+                return std::tuple(pass_of[r.last], (s[t].phase + n_phases - r.phase) % n_phases, r.last);
+              };
+              return rank(a) < rank(b);
+            }
+          }
+          return false;
+        };
+        for (size_t i = 1; i < res.size(); ++i)
+          if (better(res[i], res[v])) v = i;
+        res.erase(res.begin() + static_cast<std::ptrdiff_t>(v));
+      }
+      if (frames > 0) res.push_back({s[t].key, t, t, 1, s[t].phase});
+    }
+    uses[s[t].key].push_back(t);
+  }
+  return misses;
+}
+
+TEST(CacheSim, EveryPolicyEqualsAnIndependentReplay) {
+  // Expert-like workloads: tokens pass 4 layers in order, each choosing 2 of 8 experts with a skewed popularity.
+  std::mt19937 rng(7);
+  std::discrete_distribution<int> pick({8, 6, 4, 3, 2, 1, 1, 1});
+  std::vector<Access> s;
+  for (int token = 0; token < 60; ++token)
+    for (uint32_t layer = 0; layer < 4; ++layer) {
+      const int a = pick(rng);
+      int b = pick(rng);
+      while (b == a) b = pick(rng);
+      for (int e : {a, b}) s.push_back({layer * 8u + static_cast<uint32_t>(e), 1, layer});
+    }
+  const CachePolicy all[] = {CachePolicy::LRU,  CachePolicy::LFU,         CachePolicy::FIFO,
+                             CachePolicy::LRU2, CachePolicy::LEAST_STALE, CachePolicy::OPT};
+  for (uint64_t frames : {0, 1, 3, 8, 16, 31, 32}) {
+    const uint64_t opt = simulate_cache(s, frames, CachePolicy::OPT).misses;
+    for (CachePolicy p : all) {
+      const CacheResult r = simulate_cache(s, frames, p);
+      EXPECT_EQ(r.misses, naive_misses(s, frames, p)) << policy_name(p) << " frames " << frames;
+      EXPECT_LE(opt, r.misses) << policy_name(p) << " frames " << frames;
+      if (frames >= 32) EXPECT_EQ(r.misses, r.cold_misses) << policy_name(p);  // holds every expert
+    }
+  }
+}
+
 TEST(CacheSim, NextUse) {
   const auto s = unit_stream({1, 2, 1, 3});
   EXPECT_EQ(next_use(s), (std::vector<size_t>{2, 4, 4, 4}));
@@ -180,6 +305,89 @@ std::string make_run(const std::string& model, const std::string& name, int thre
   o.progress = false;
   run_experiment(o, nullptr);
   return dir;
+}
+
+// The MoE section of a real run of each shared MoE model, against counts and a replay made here from the trace's
+// routing records alone.
+class AnalysisMoe : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AnalysisMoe, PicksAndCacheReplayEqualAnIndependentCount) {
+  TT_REQUIRE_SHARED();
+  const std::string dir = make_run(test::shared_path("models/" + GetParam() + ".gguf"), "moe-" + GetParam(), 2, 8);
+  const RunData run = load_run(dir);
+  ASSERT_FALSE(run.trace.routing.empty());
+  AnalyzeOptions opt;
+  opt.measure_bandwidth = false;
+  opt.experts.scope = CacheScope::PER_LAYER;
+  for (const char* size : {"1", "2", "3"}) opt.experts.sizes.push_back(parse_expert_cache_size(size));
+  const Report rep = analyze(run, opt);
+  ASSERT_TRUE(rep.moe.has_value());
+  const MoeSection& m = *rep.moe;
+  const int n_expert = run.model_config().value("n_expert", 0);
+  ASSERT_GT(n_expert, 0);
+  EXPECT_EQ(m.shape.n_expert, n_expert);
+
+  // Picks per (layer, expert), and per layer the experts each step loads, from the records.
+  std::map<int, std::vector<uint64_t>> picks;
+  std::map<int, std::vector<Access>> loads;  // per layer, unit-sized (one layer's experts are the same size)
+  std::map<uint32_t, Phase> phase;
+  for (const trace::StepMarker& s : run.trace.steps) phase[s.step] = s.phase;
+  std::map<std::pair<uint32_t, int>, std::vector<uint32_t>> step_layer;
+  for (const trace::RoutingRecord& r : run.trace.routing) {
+    auto& p = picks[r.layer];
+    p.resize(n_expert);
+    std::vector<uint32_t>& set = step_layer[{r.step, r.layer}];
+    for (uint32_t e : r.experts) {
+      ++p[e];
+      if (std::find(set.begin(), set.end(), e) == set.end()) set.push_back(e);
+    }
+  }
+  for (auto& [key, experts] : step_layer) {
+    if (phase[key.first] == Phase::PROMPT) std::sort(experts.begin(), experts.end());
+    for (uint32_t e : experts) loads[key.second].push_back({e, 1});
+  }
+  ASSERT_EQ(m.layers.size(), picks.size());
+  for (const LayerExperts& l : m.layers) EXPECT_EQ(l.picks, picks[l.layer]) << "layer " << l.layer;
+
+  // Per-layer caches of 1, 2, 3 experts: every policy's hits and misses equal the independent replay.
+  ASSERT_EQ(m.cache.size(), 3 * opt.experts.policies.size());
+  for (const ExpertCacheResult& c : m.cache) {
+    uint64_t misses = 0, accesses = 0;
+    for (const auto& [layer, stream] : loads) {
+      misses += naive_misses(stream, std::stoul(c.size), c.policy);
+      accesses += stream.size();
+    }
+    EXPECT_EQ(c.misses, misses) << policy_name(c.policy) << " size " << c.size;
+    EXPECT_EQ(c.accesses, accesses);
+    EXPECT_EQ(c.hits + c.misses, c.accesses);
+  }
+  // A cache of every expert misses only the first use of each.
+  opt.experts.sizes = {parse_expert_cache_size(std::to_string(n_expert))};
+  for (const ExpertCacheResult& c : analyze(run, opt).moe->cache) EXPECT_EQ(c.misses, c.cold_misses);
+  // Expert bytes are read in the expert layers only, and each generated token reads n_used experts' slabs a layer.
+  ASSERT_TRUE(m.bytes_per_token.count("GENERATE"));
+  uint64_t one_token = 0;
+  for (uint64_t b : m.shape.expert_bytes) one_token += b * static_cast<uint64_t>(m.shape.n_used);
+  EXPECT_DOUBLE_EQ(m.bytes_per_token.at("GENERATE").experts, static_cast<double>(one_token));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, AnalysisMoe,
+                         ::testing::Values("synth-mixtral-256.Q4_K_M", "synth-qwen2moe-256.Q8_0",
+                                           "synth-olmoe-256.Q4_K_M", "synth-qwen3moe-256.Q4_K_M"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+TEST(AnalysisMoe, ExpertCacheSizes) {
+  EXPECT_EQ(parse_expert_cache_size("8").unit, ExpertCacheSize::Unit::EXPERTS_PER_LAYER);
+  EXPECT_EQ(parse_expert_cache_size("25%").value, 25.0);
+  EXPECT_EQ(parse_expert_cache_size("256M").value, 256.0 * 1024 * 1024);
+  for (const char* bad : {"0", "0%", "101%", "%", "x%", "-3", "12Q", "9999999999"})
+    EXPECT_THROW(parse_expert_cache_size(bad), Error) << bad;
+  EXPECT_THROW(scope_from_name("layer"), Error);
 }
 
 TEST(AnalysisRun, StoriesReport) {

@@ -6,10 +6,13 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "support/paths.h"
@@ -426,6 +429,273 @@ TEST_F(Export, TruncatedTraceExportsWhatIsThere) {
   exporter::export_tokens_json(r, (cut / "tj").string());
   const json last = read_json(cut / "tj" / "traces" / fmt::format("token-{:05}.json", r.trace.steps.back().step));
   EXPECT_EQ(last["entries"].size(), r.ops_of_step(r.trace.steps.back().step).size());
+}
+
+// A mixture-of-experts run (synth-qwen3moe-256, 3 tokens), made once: its routing in every export.
+class ExportMoe : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!test::shared_available()) return;
+    root_ = new fs::path(fs::temp_directory_path() / ("tt-export-moe-test-" + std::to_string(::getpid())));
+    fs::remove_all(*root_);
+    fs::create_directories(*root_);
+    ExperimentOptions o;
+    o.model_path = test::shared_path("models/synth-qwen3moe-256.Q4_K_M.gguf");
+    o.prompt = "Once upon a time";
+    o.n_predict = 3;
+    o.n_threads = 2;
+    o.n_ctx = 64;
+    o.sampling.temperature = 0;
+    o.run_dir = (*root_ / "run").string();
+    o.progress = false;
+    run_experiment(o, nullptr);
+  }
+  static void TearDownTestSuite() {
+    if (root_) fs::remove_all(*root_);
+    delete root_;
+    root_ = nullptr;
+  }
+  void SetUp() override { TT_REQUIRE_SHARED(); }
+  static std::string run_dir() { return (*root_ / "run").string(); }
+  static fs::path root() { return *root_; }
+  static fs::path* root_;
+};
+fs::path* ExportMoe::root_ = nullptr;
+
+// The SQLite `routing` table is the trace's routing records row for row: one row per (step, layer, token, slot).
+TEST_F(ExportMoe, SqliteRoutingTableEqualsTheTrace) {
+  const RunData r = load_run(run_dir());
+  ASSERT_FALSE(r.trace.routing.empty());
+  const std::string out = (root() / "db.sqlite").string();
+  exporter::export_sqlite(r, out);
+  Sqlite db(out);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db.db,
+                               "SELECT step, layer, token_pos, slot, expert, weight, margin FROM routing "
+                               "ORDER BY step, layer, token_pos, slot",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  size_t rows = 0;
+  for (const trace::RoutingRecord& x : r.trace.routing)
+    for (size_t slot = 0; slot < x.experts.size(); ++slot, ++rows) {
+      ASSERT_EQ(sqlite3_step(st), SQLITE_ROW) << "row " << rows;
+      EXPECT_EQ(sqlite3_column_int64(st, 0), x.step);
+      EXPECT_EQ(sqlite3_column_int64(st, 1), x.layer);
+      EXPECT_EQ(sqlite3_column_int64(st, 2), x.token_pos);
+      EXPECT_EQ(sqlite3_column_int64(st, 3), static_cast<int64_t>(slot));
+      EXPECT_EQ(sqlite3_column_int64(st, 4), x.experts[slot]);
+      EXPECT_EQ(sqlite3_column_double(st, 5), static_cast<double>(x.weights[slot])) << "row " << rows;
+      EXPECT_EQ(sqlite3_column_double(st, 6), static_cast<double>(x.margin)) << "row " << rows;
+    }
+  EXPECT_EQ(sqlite3_step(st), SQLITE_DONE) << "more rows than the trace has";
+  sqlite3_finalize(st);
+  EXPECT_EQ(rows, r.trace.routing.size() * 8);
+}
+
+// Every MUL_MAT_ID slice carries its layer's routing of the step; no other op does.
+TEST_F(ExportMoe, PerfettoMulMatIdSlicesCarryTheRouting) {
+  const RunData r = load_run(run_dir());
+  const json j = json::parse(exporter::perfetto_json(r));
+  size_t with = 0;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] == "step") continue;
+    const json& a = e["args"];
+    if (a["op"] != "MUL_MAT_ID") {
+      EXPECT_FALSE(a.contains("routing")) << e.dump();
+      continue;
+    }
+    ASSERT_TRUE(a.contains("routing")) << e.dump();
+    const auto rows = r.routing_of_layer(a["step"].get<uint32_t>(), a["layer"].get<int>());
+    const json& x = a["routing"];
+    ASSERT_EQ(x["experts"].size(), rows.size());
+    for (size_t t = 0; t < rows.size(); ++t) {
+      EXPECT_EQ(x["token_pos"][t], rows[t].token_pos);
+      EXPECT_EQ(x["experts"][t].get<std::vector<uint32_t>>(), rows[t].experts);
+      EXPECT_EQ(x["weights"][t].get<std::vector<float>>(), rows[t].weights);
+      EXPECT_EQ(x["margin"][t].get<float>(), rows[t].margin);
+    }
+    ++with;
+  }
+  EXPECT_GT(with, 0u);
+}
+
+// tokens-json: every MUL_MAT_ID entry has `expert_ids` (per routed token, the experts in llama.cpp's order).
+TEST_F(ExportMoe, TokensJsonMulMatIdEntriesHaveExpertIds) {
+  const RunData r = load_run(run_dir());
+  const fs::path out = root() / "tokens";
+  exporter::export_tokens_json(r, out.string());
+  size_t checked = 0;
+  for (const trace::StepMarker& m : r.trace.steps) {
+    const json t = read_json(out / "traces" / fmt::format("token-{:05}.json", m.step));
+    for (const json& e : t["entries"]) {
+      if (e["operation_type"] != "MUL_MAT_ID") {
+        EXPECT_FALSE(e.contains("expert_ids")) << e["dst_name"];
+        continue;
+      }
+      const auto rows = r.routing_of_layer(m.step, e["layer_id"].get<int>());
+      ASSERT_EQ(e["expert_ids"].size(), rows.size());
+      ASSERT_FALSE(rows.empty());
+      for (size_t k = 0; k < rows.size(); ++k) {
+        EXPECT_EQ(e["expert_ids"][k].get<std::vector<uint32_t>>(), rows[k].experts);
+        EXPECT_EQ(e["expert_weights"][k].get<std::vector<float>>(), rows[k].weights);
+        EXPECT_EQ(e["expert_token_pos"][k], rows[k].token_pos);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 3 * 4 * r.trace.steps.size());
+}
+
+// A .npy file read back by parsing its format 1.0 header: magic, version, header length, the dict's descr,
+// fortran_order and shape; the data must fill the file exactly.
+struct Npy {
+  std::string descr;
+  std::vector<size_t> shape;
+  std::string data;
+};
+Npy read_npy(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Npy n;
+  EXPECT_GE(bytes.size(), 10u) << p;
+  if (bytes.size() < 10) return n;
+  EXPECT_EQ(bytes.substr(0, 6), "\x93NUMPY") << p;
+  EXPECT_EQ(bytes[6], 1) << p;
+  EXPECT_EQ(bytes[7], 0) << p;
+  const size_t hlen = static_cast<uint8_t>(bytes[8]) | static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8;
+  EXPECT_LE(10 + hlen, bytes.size()) << p;
+  EXPECT_EQ((10 + hlen) % 64, 0u) << "data not 64-byte aligned: " << p;
+  const std::string h = bytes.substr(10, hlen);
+  EXPECT_EQ(h.back(), '\n') << p;
+  const auto field = [&](const std::string& key) {
+    const size_t at = h.find("'" + key + "': ");
+    EXPECT_NE(at, std::string::npos) << key << " in " << h;
+    return at == std::string::npos ? std::string() : h.substr(at + key.size() + 4);
+  };
+  const std::string d = field("descr");
+  n.descr = d.substr(1, d.find('\'', 1) - 1);
+  EXPECT_TRUE(field("fortran_order").starts_with("False")) << h;
+  const std::string sh = field("shape");
+  std::string dims = sh.substr(1, sh.find(')') - 1);
+  for (size_t i = 0; i < dims.size();) {
+    size_t j = dims.find(',', i);
+    if (j == std::string::npos) j = dims.size();
+    const std::string v = dims.substr(i, j - i);
+    if (v.find_first_not_of(' ') != std::string::npos) n.shape.push_back(std::stoul(v));
+    i = j + 1;
+  }
+  n.data = bytes.substr(10 + hlen);
+  size_t elems = 1;
+  for (size_t x : n.shape) elems *= x;
+  const size_t width = n.descr.empty() ? 0 : static_cast<size_t>(n.descr.back() - '0');
+  EXPECT_EQ(n.data.size(), elems * width) << p;
+  return n;
+}
+template <typename T>
+T npy_at(const Npy& n, size_t i) {
+  T v;
+  std::memcpy(&v, n.data.data() + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+// routing-npy: [tokens, routed layers, top_k] arrays holding every routing record at its (step, position) and
+// layer, -1 / 0 where a layer did not route a token (the prompt's last layer: only the last token).
+TEST_F(ExportMoe, RoutingNpyHoldsTheTracesRouting) {
+  const RunData r = load_run(run_dir());
+  const fs::path out = root() / "routing-npy";
+  exporter::export_routing_npy(exporter::routing_table(r), out.string());
+  const Npy ids = read_npy(out / "expert_ids.npy"), w = read_npy(out / "expert_weights.npy");
+  const Npy tok = read_npy(out / "tokens.npy"), lay = read_npy(out / "layers.npy");
+  EXPECT_EQ(ids.descr, "<i2");
+  EXPECT_EQ(w.descr, "<f4");
+  EXPECT_EQ(tok.descr, "<i4");
+  EXPECT_EQ(lay.descr, "<i4");
+  // 3 steps: the prompt's positions and two generated tokens; 4 routed layers, top 8.
+  const size_t n_prompt = r.trace.steps[0].pos_end - r.trace.steps[0].pos_begin;
+  ASSERT_EQ(ids.shape, (std::vector<size_t>{n_prompt + 2, 4, 8}));
+  EXPECT_EQ(w.shape, ids.shape);
+  ASSERT_EQ(tok.shape, (std::vector<size_t>{n_prompt + 2, 2}));
+  ASSERT_EQ(lay.shape, std::vector<size_t>{4});
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(npy_at<int32_t>(lay, l), l);
+  std::map<std::pair<uint32_t, int32_t>, size_t> row;
+  for (size_t i = 0; i < tok.shape[0]; ++i) {
+    const std::pair<uint32_t, int32_t> t(npy_at<int32_t>(tok, 2 * i), npy_at<int32_t>(tok, 2 * i + 1));
+    if (i) EXPECT_LT(std::prev(row.end())->first, t) << "tokens not in execution order";
+    row.emplace(t, i);
+  }
+  std::set<size_t> filled;
+  for (const trace::RoutingRecord& x : r.trace.routing) {
+    ASSERT_TRUE(row.count({x.step, x.token_pos})) << x.step << " " << x.token_pos;
+    const size_t cell = row[{x.step, x.token_pos}] * 4 + x.layer;
+    filled.insert(cell);
+    for (size_t k = 0; k < 8; ++k) {
+      EXPECT_EQ(npy_at<int16_t>(ids, cell * 8 + k), static_cast<int16_t>(x.experts[k]));
+      EXPECT_EQ(npy_at<float>(w, cell * 8 + k), x.weights[k]);
+    }
+  }
+  // Every (token, layer) without a record is -1 with weight 0: the prompt's tokens but its last, in the last layer.
+  size_t absent = 0;
+  for (size_t cell = 0; cell < ids.shape[0] * 4; ++cell) {
+    if (filled.count(cell)) continue;
+    ++absent;
+    EXPECT_EQ(cell % 4, 3u) << "only the last layer leaves tokens out";
+    for (size_t k = 0; k < 8; ++k) {
+      EXPECT_EQ(npy_at<int16_t>(ids, cell * 8 + k), -1);
+      EXPECT_EQ(npy_at<float>(w, cell * 8 + k), 0.0f);
+    }
+  }
+  EXPECT_EQ(absent, n_prompt - 1);
+}
+
+// routing-csv: one row per routing record's slot, in token, layer, slot order.
+TEST_F(ExportMoe, RoutingCsvHasARowPerSlot) {
+  const RunData r = load_run(run_dir());
+  const fs::path out = root() / "routing.csv";
+  exporter::export_routing_csv(exporter::routing_table(r), out.string());
+  std::ifstream f(out);
+  std::string line;
+  std::getline(f, line);
+  EXPECT_EQ(line, "token,step,position,layer,slot,expert,weight");
+  std::map<std::tuple<uint32_t, int32_t, int, size_t>, std::pair<uint32_t, float>> rows;
+  while (std::getline(f, line)) {
+    unsigned token, step, layer, slot, expert;
+    int pos;
+    float weight;
+    ASSERT_EQ(std::sscanf(line.c_str(), "%u,%u,%d,%u,%u,%u,%f", &token, &step, &pos, &layer, &slot, &expert, &weight),
+              7)
+        << line;
+    rows[{step, pos, static_cast<int>(layer), slot}] = {expert, weight};
+  }
+  size_t slots = 0;
+  for (const trace::RoutingRecord& x : r.trace.routing)
+    for (size_t k = 0; k < x.experts.size(); ++k, ++slots) {
+      const auto it = rows.find({x.step, x.token_pos, x.layer, k});
+      ASSERT_NE(it, rows.end());
+      EXPECT_EQ(it->second.first, x.experts[k]);
+      EXPECT_EQ(it->second.second, x.weights[k]);
+    }
+  EXPECT_EQ(rows.size(), slots);
+}
+
+// A dense run has no routing to export: an error naming the run, nothing written.
+TEST_F(Export, RoutingExportOfADenseRunIsAnError) {
+  const RunData r = load_run(run_dir());
+  try {
+    exporter::routing_table(r);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no routing records"), std::string::npos) << e.what();
+  }
+}
+
+// The dense run exports no routing.
+TEST_F(Export, DenseRunHasNoRouting) {
+  RunData r = load_run(run_dir());
+  EXPECT_TRUE(r.trace.routing.empty());
+  const std::string out = (root() / "dense-routing.sqlite").string();
+  exporter::export_sqlite(r, out);
+  Sqlite db(out);
+  EXPECT_EQ(db.value("SELECT count(*) FROM routing"), 0);
 }
 
 }  // namespace

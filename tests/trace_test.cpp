@@ -8,8 +8,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <span>
 #include <thread>
 
@@ -17,6 +19,7 @@
 #include "model/engine.h"
 #include "model/model.h"
 #include "support/paths.h"
+#include "trace/run_data.h"
 #include "trace/trace_file.h"
 #include "tracer/experiment.h"
 #include "tracer/landscape.h"
@@ -48,6 +51,7 @@ TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
   ASSERT_EQ(r.run_dir, dir);
   trace::TraceContents t = trace::read_trace(dir + "/trace.bin");
   ASSERT_TRUE(t.complete) << t.stop_reason;
+  EXPECT_TRUE(t.routing.empty()) << "a dense model routes nothing";
   const int n_prompt = static_cast<int>(r.prompt_tokens.size());
   ASSERT_EQ(t.steps.size(), 4u);  // prompt + 3 decode steps for 4 chosen tokens
   for (const trace::StepMarker& s : t.steps) {
@@ -100,6 +104,7 @@ TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
     EXPECT_EQ(s["step"], lines);
     EXPECT_EQ(s["top_k"].size(), 10u);
     EXPECT_GE(s["entropy"].get<double>(), 0.0);
+    EXPECT_FALSE(s.contains("routing")) << "a dense model's lines have no routing field";
   }
   EXPECT_EQ(lines, 4);
   nlohmann::json graphs = nlohmann::json::parse(std::ifstream(dir + "/graphs/index.json"));
@@ -471,7 +476,7 @@ void write_file(const std::string& path, std::span<const uint8_t> bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
-// Offsets of the blocks of a version-7 file (each header's length leads to the next).
+// Offsets of the blocks of a version-8 file (each header's length leads to the next).
 std::vector<size_t> block_offsets(std::span<const uint8_t> file) {
   std::vector<size_t> blocks;
   for (size_t pos = trace::kHeaderBytes; pos + trace::kBlockHeaderBytes <= file.size();) {
@@ -482,7 +487,7 @@ std::vector<size_t> block_offsets(std::span<const uint8_t> file) {
   }
   return blocks;
 }
-// The records of a version-7 file written by TraceWriter: its blocks' payloads, in order.
+// The records of a version-8 file written by TraceWriter: its blocks' payloads, in order.
 std::vector<uint8_t> records_of(std::span<const uint8_t> file) {
   std::vector<uint8_t> records;
   for (size_t pos : block_offsets(file)) {
@@ -516,7 +521,7 @@ struct RecordBytes {
     return b;
   }
   // Appends the record to the records of the file at path (written by TraceWriter), whose header then says
-  // `version`: the records follow the header, sealed in one block from version 7 on.
+  // `version`: the records follow the header, sealed in one block from version 8 on.
   void append_to(const std::string& path, trace::RecordKind kind, uint32_t version) const {
     const std::vector<uint8_t> file = file_bytes(path);
     std::vector<uint8_t> records = records_of(file);
@@ -618,7 +623,7 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
   rejected(overflow, K::OP_ADVANCES_PACKED, 6, "node 0: worker 0's span ends past 2^64 ns");
 }
 
-// Version 7's blocks: a trace of three steps, each flushed (sealed) on its own, and its blocks' offsets.
+// Version 8's blocks: a trace of three steps, each flushed (sealed) on its own, and its blocks' offsets.
 struct BlockedTrace {
   std::string path;
   std::vector<uint8_t> bytes;
@@ -854,6 +859,244 @@ TEST(Trace, ValuesAndCheckFinite) {
   }
   EXPECT_EQ(with_stats, computed) << "every computing op has statistics";
   EXPECT_GT(computed, 100);
+}
+
+// ROUTING records (version 7) read back exactly; a record whose expert count or length is wrong, or that appears in
+// a version 6 trace, is an error naming the record's offset.
+TEST(TraceFormat, RoutingRecordsRoundTrip) {
+  TempDir tmp;
+  const std::string path = (tmp.path / "trace.bin").string();
+  {
+    trace::TraceWriter w(path);
+    const int32_t experts[2][3] = {{5, 0, 63}, {7, 1, 2}};
+    const float weights[2][3] = {{0.5f, 0.25f, 0.125f}, {1.0f / 3, 1e-7f, -0.0f}};
+    w.routing(2, 0, 11, experts[0], weights[0], 0.0625f);
+    w.routing(2, 3, 12, experts[1], weights[1], 0.0f);
+    w.flush();
+  }
+  const trace::TraceContents t = trace::read_trace(path);
+  EXPECT_EQ(t.version, trace::kVersion);  // ROUTING since version 7
+  ASSERT_EQ(t.routing.size(), 2u);
+  const trace::RoutingRecord& a = t.routing[0];
+  EXPECT_EQ(a.step, 2u);
+  EXPECT_EQ(a.layer, 0u);
+  EXPECT_EQ(a.token_pos, 11);
+  EXPECT_EQ(a.experts, (std::vector<uint32_t>{5, 0, 63}));
+  EXPECT_EQ(a.weights, (std::vector<float>{0.5f, 0.25f, 0.125f}));
+  EXPECT_EQ(a.margin, 0.0625f);
+  EXPECT_EQ(t.routing[1].layer, 3u);
+  EXPECT_EQ(t.routing[1].weights[0], 1.0f / 3);
+  EXPECT_EQ(t.routing[1].weights[1], 1e-7f);
+
+  // Hand-made records: u32 step, u16 layer, i32 token_pos, u8 k, k x (u32 expert, f32 weight), f32 margin.
+  auto record = [](uint8_t k, size_t pairs) {
+    RecordBytes b;
+    b.put<uint32_t>(0).put<uint16_t>(1).put<int32_t>(4).put<uint8_t>(k);
+    for (size_t i = 0; i < pairs; ++i) b.put<uint32_t>(static_cast<uint32_t>(i)).put<float>(0.5f);
+    b.put<float>(0.01f);
+    return b;
+  };
+  auto rejected = [&](const RecordBytes& b, uint32_t version, const std::string& expected) {
+    { trace::TraceWriter w(path); }
+    b.append_to(path, trace::RecordKind::ROUTING, version);
+    expect_rejected(path, "corrupt record at byte 16: " + expected);
+  };
+  rejected(record(0, 0), 7, "ROUTING record of 0 experts (1 to 64)");
+  rejected(record(65, 65), 7, "ROUTING record of 65 experts (1 to 64)");
+  rejected(record(255, 1), 7, "ROUTING record of 255 experts (1 to 64)");
+  rejected(record(4, 3), 7, "ROUTING record of 4 experts is 39 bytes, expected 47");
+  rejected(record(2, 3), 7, "ROUTING record of 2 experts is 39 bytes, expected 31");
+  rejected(record(2, 2), 6, "ROUTING record in a version 6 trace");
+}
+
+// A real mixture-of-experts run (synth-qwen3moe-256: 4 layers, 8 of 64 experts a token), traced once for the suite,
+// against the engine's own routing from an untraced run of the same tokens.
+class MoeTrace : public ::testing::Test {
+ protected:
+  static constexpr const char* kModel = "synth-qwen3moe-256.Q4_K_M";
+  struct Row {
+    uint32_t step;
+    int layer;
+    int32_t token_pos;
+    std::vector<uint32_t> experts;
+    std::vector<float> weights;
+    float margin;
+  };
+  static void SetUpTestSuite() {
+    if (!test::shared_available()) return;
+    tmp_ = new TempDir;
+    ExperimentOptions o;
+    o.model_path = test::shared_path(fmt::format("models/{}.gguf", kModel));
+    o.prompt = "Once upon a time there was";
+    o.n_predict = 4;
+    o.n_threads = 2;
+    o.n_ctx = 64;
+    o.sampling.temperature = 0;
+    o.run_dir = (tmp_->path / "run").string();
+    o.progress = false;
+    result_ = new ExperimentResult(run_experiment(o, nullptr));
+    // The engine's routing (Engine::routing(), what generate() hands observers) on an untraced run.
+    struct Capture : GenerateObserver {
+      std::vector<Row> rows;
+      std::vector<std::vector<WorkerSpan>> slots;  // the executor's span slots (unused)
+      void on_graph_ready(const Graph& g, const AllocPlan&, std::span<const float>) override {
+        slots.assign(4, std::vector<WorkerSpan>(g.nodes().size()));
+      }
+      WorkerSpan* span_slots(int thread) override { return slots.at(thread).data(); }
+      void on_step_end(const StepOutcome& out) override {
+        for (const LayerRouting& l : out.routing)
+          for (int64_t t = 0; t < l.n_tokens(); ++t) {
+            Row r{static_cast<uint32_t>(out.step),
+                  l.layer,
+                  out.pos_end - static_cast<int32_t>(l.n_tokens() - t),
+                  {},
+                  {},
+                  l.margin(t)};
+            for (int64_t s = 0; s < l.n_used(); ++s) {
+              r.experts.push_back(static_cast<uint32_t>(l.expert(t, s)));
+              r.weights.push_back(l.weight(t, s));
+            }
+            rows.push_back(std::move(r));
+          }
+      }
+    } capture;
+    auto model = load_model(o.model_path);
+    Engine engine(*model, {o.n_ctx, o.n_threads, o.kv_type, o.llamacpp_build});
+    GenerateOptions g;
+    g.prompt_tokens = result_->prompt_tokens;
+    g.n_predict = o.n_predict;
+    g.sampling = o.sampling;
+    generate(engine, g, &capture, nullptr);
+    expected_ = new std::vector<Row>(std::move(capture.rows));
+  }
+  static void TearDownTestSuite() {
+    delete expected_;
+    delete result_;
+    delete tmp_;
+    expected_ = nullptr, result_ = nullptr, tmp_ = nullptr;
+  }
+  void SetUp() override { TT_REQUIRE_SHARED(); }
+  static std::string run_dir() { return result_->run_dir; }
+  static TempDir* tmp_;
+  static ExperimentResult* result_;
+  static std::vector<Row>* expected_;
+};
+TempDir* MoeTrace::tmp_ = nullptr;
+ExperimentResult* MoeTrace::result_ = nullptr;
+std::vector<MoeTrace::Row>* MoeTrace::expected_ = nullptr;
+
+// The trace's ROUTING records, as tt::load_run gives them, are Engine::routing() row for row, bit for bit.
+TEST_F(MoeTrace, RoutingEqualsTheEngines) {
+  const RunData run = load_run(run_dir());
+  const std::vector<trace::RoutingRecord>& got = run.trace.routing;
+  ASSERT_EQ(got.size(), expected_->size());
+  // 4 layers: the prompt's tokens in the first three, its last token in the last; one token a layer after.
+  const size_t n_prompt = result_->prompt_tokens.size();
+  EXPECT_EQ(got.size(), 3 * n_prompt + 1 + 4 * (run.trace.steps.size() - 1));
+  for (size_t i = 0; i < got.size(); ++i) {
+    const Row& want = (*expected_)[i];
+    EXPECT_EQ(got[i].step, want.step) << i;
+    EXPECT_EQ(got[i].layer, want.layer) << i;
+    EXPECT_EQ(got[i].token_pos, want.token_pos) << i;
+    EXPECT_EQ(got[i].experts, want.experts) << i;
+    EXPECT_EQ(got[i].weights, want.weights) << i;
+    EXPECT_EQ(got[i].margin, want.margin) << i;
+    EXPECT_EQ(got[i].experts.size(), 8u);
+  }
+  for (const trace::StepMarker& m : run.trace.steps)
+    EXPECT_EQ(run.routing_of_layer(m.step, 3).size(), 1u) << "the last layer routes one token, step " << m.step;
+}
+
+// steps.jsonl's `routing` field: per layer, the first routed position and each token's experts, as the trace has them.
+TEST_F(MoeTrace, StepLinesCarryTheRouting) {
+  const RunData run = load_run(run_dir());
+  ASSERT_EQ(run.steps.size(), run.trace.steps.size());
+  for (const RunStep& s : run.steps) {
+    ASSERT_TRUE(s.json.contains("routing")) << "step " << s.step;
+    const nlohmann::json& layers = s.json["routing"];
+    ASSERT_EQ(layers.size(), 4u);
+    for (const nlohmann::json& l : layers) {
+      const auto rows = run.routing_of_layer(s.step, l["layer"].get<int>());
+      ASSERT_EQ(l["experts"].size(), rows.size());
+      EXPECT_EQ(l["pos_begin"], rows.front().token_pos);
+      for (size_t t = 0; t < rows.size(); ++t) EXPECT_EQ(l["experts"][t].get<std::vector<uint32_t>>(), rows[t].experts);
+    }
+  }
+}
+
+// tt::load_run checks ROUTING records against the model: a layer without a router, an expert past the router's count,
+// or rows out of (layer, position) order are errors naming the record.
+TEST_F(MoeTrace, LoaderChecksRoutingAgainstTheModel) {
+  // The byte offset of the first ROUTING record's payload in trace.bin (records are in blocks).
+  const std::vector<uint8_t> bytes = file_bytes(run_dir() + "/trace.bin");
+  size_t first = 0;
+  for (size_t block : block_offsets(bytes)) {
+    uint32_t block_len;
+    std::memcpy(&block_len, bytes.data() + block + 4, 4);
+    const size_t end = block + trace::kBlockHeaderBytes + block_len;
+    for (size_t pos = block + trace::kBlockHeaderBytes; first == 0 && pos + 5 <= end;) {
+      uint32_t len;
+      std::memcpy(&len, bytes.data() + pos, 4);
+      if (bytes[pos + 4] == static_cast<uint8_t>(trace::RecordKind::ROUTING)) first = pos + 5;
+      pos += 5 + len;
+    }
+  }
+  ASSERT_GT(first, 0u);
+  // A copy of the run with `n` bytes of `value` at payload offset `at` of the first ROUTING record, its block resealed.
+  auto patched = [&](const std::string& name, size_t at, auto value) {
+    const std::string dir = (tmp_->path / name).string();
+    fs::copy(run_dir(), dir, fs::copy_options::recursive);
+    std::vector<uint8_t> edited = bytes;
+    std::memcpy(edited.data() + first + at, &value, sizeof(value));
+    trace::reseal_blocks(edited);
+    write_file(dir + "/trace.bin", edited);
+    return dir;
+  };
+  auto rejected = [](const std::string& dir, const std::string& expected) {
+    try {
+      load_run(dir);
+      ADD_FAILURE() << "accepted; expected: " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  // Payload: u32 step, u16 layer, i32 token_pos, u8 k, then (u32 expert, f32 weight) pairs.
+  rejected(patched("expert", 11, uint32_t{64}),
+           "routing record of step 0 layer 0 names expert 64, past the layer's 64 experts");
+  rejected(patched("layer", 4, uint16_t{7}),
+           "routing record of step 0 layer 7, which has no router (blk.7.ffn_gate_inp.weight) in the model");
+  rejected(patched("order", 6, int32_t{100}), "routing record of step 0 layer 0 position 1 after layer 0 position 100");
+}
+
+// Each MUL_MAT_ID reads exactly the slabs of the experts its layer's tokens chose (each once, in expert order), as
+// llama.cpp's memory map (shared/reference/memory-map) places them: expert e of a 3-D tensor is its e-th
+// size_bytes / n_expert bytes.
+TEST_F(MoeTrace, MulMatIdReadsExactlyTheChosenExpertsSlabs) {
+  const RunData run = load_run(run_dir());
+  const nlohmann::json map =
+      nlohmann::json::parse(std::ifstream(test::shared_path(fmt::format("reference/memory-map/{}.json", kModel))));
+  std::map<std::string, nlohmann::json> tensors;
+  for (const nlohmann::json& t : map["tensors"]) tensors[t["name"]] = t;
+  int checked = 0;
+  for (const trace::OpRecord& o : run.trace.ops) {
+    if (o.op != OpKind::MUL_MAT_ID) continue;
+    ASSERT_EQ(tensors.count(o.inputs.at(0).name), 1u) << o.inputs[0].name;
+    const nlohmann::json& t = tensors[o.inputs[0].name];
+    const uint64_t n_expert = t["shape"][2], slab = t["size_bytes"].get<uint64_t>() / n_expert;
+    std::set<uint32_t> chosen;
+    for (const trace::RoutingRecord& x : run.routing_of_layer(o.step, o.layer))
+      chosen.insert(x.experts.begin(), x.experts.end());
+    ASSERT_FALSE(chosen.empty()) << o.name << " step " << o.step;
+    std::vector<std::pair<uint64_t, uint64_t>> want, got;
+    for (uint32_t e : chosen) want.emplace_back(t["offset_start"].get<uint64_t>() + e * slab, slab);
+    for (const trace::RangeRecord& r : o.inputs[0].ranges) {
+      EXPECT_EQ(r.pool, Pool::MODEL_FILE);
+      got.emplace_back(r.offset, r.length);
+    }
+    EXPECT_EQ(got, want) << o.name << " step " << o.step;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3 * 4 * static_cast<int>(run.trace.steps.size()));  // up, gate, down of 4 layers a step
 }
 
 }  // namespace

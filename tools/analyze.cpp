@@ -1,5 +1,5 @@
 // tensortrace analyze RUN_DIR [--json] [-o REPORT_DIR] [--cache-sim SIZES] [--policy P,...] [--granularity page|tensor]
-//                            [--compare RUN_B]
+//                            [--expert-cache SIZES [--scope global|per-layer] [--read-gbps X]] [--compare RUN_B]
 // Access order, hot/cold bytes, file versus buffers, predictability, memory pressure, speed, I/O and cache
 // simulation of one run (docs/analysis.md); with --compare, a side-by-side of two runs.
 #include <fmt/format.h>
@@ -16,9 +16,10 @@ namespace tt::cli {
 namespace {
 
 struct AnalyzeArgs {
-  std::string run_dir, report_dir, cache_sim, policy = "lru,lfu,fifo,opt", granularity = "page", compare;
+  std::string run_dir, report_dir, cache_sim, policy, granularity = "page", compare, expert_cache, scope = "global";
   bool json = false;
   uint64_t page_bytes = 4096;
+  double read_gbps = 0;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -38,13 +39,20 @@ int run(const AnalyzeArgs& a) {
   using namespace analysis;
   AnalyzeOptions opt;
   for (const std::string& s : split(a.cache_sim)) opt.cache_sizes.push_back(parse_size(s));
-  opt.policies.clear();
-  for (const std::string& p : split(a.policy)) {
-    auto pol = policy_from_name(p);
-    if (!pol) fail("--policy: unknown policy '{}' (lru, lfu, fifo, opt)", p);
-    opt.policies.push_back(*pol);
+  // Each simulation's own default set of policies unless --policy names them.
+  if (!a.policy.empty()) {
+    std::vector<CachePolicy> policies;
+    for (const std::string& p : split(a.policy)) {
+      auto pol = policy_from_name(p);
+      if (!pol) fail("--policy: unknown policy '{}' (lru, lfu, fifo, lru-2, least-stale, opt)", p);
+      policies.push_back(*pol);
+    }
+    if (policies.empty()) fail("--policy: give at least one of lru, lfu, fifo, lru-2, least-stale, opt");
+    opt.policies = opt.experts.policies = policies;
   }
-  if (opt.policies.empty()) fail("--policy: give at least one of lru, lfu, fifo, opt");
+  for (const std::string& s : split(a.expert_cache)) opt.experts.sizes.push_back(parse_expert_cache_size(s));
+  opt.experts.scope = scope_from_name(a.scope);
+  opt.experts.read_bytes_per_s = a.read_gbps * 1e9;
   if (a.granularity == "page")
     opt.granularity = Granularity::PAGE;
   else if (a.granularity == "tensor")
@@ -84,10 +92,20 @@ RegisterCommand reg(
       cmd.add_flag("--json", a->json, "Print the report as JSON");
       cmd.add_option("-o,--output", a->report_dir, "Also write analysis.json, analysis.txt and SVG figures here");
       cmd.add_option("--cache-sim", a->cache_sim, "Simulate caches of these capacities (e.g. 256K,1M,64M)");
-      cmd.add_option("--policy", a->policy, "Cache policies: lru, lfu, fifo, opt (comma-separated)");
+      cmd.add_option("--policy", a->policy,
+                     "Cache policies: lru, lfu, fifo, lru-2, least-stale, opt (comma-separated; default: lru, lfu, "
+                     "fifo, opt for --cache-sim, all for --expert-cache)");
       cmd.add_option("--granularity", a->granularity, "Cache unit: page or tensor");
       cmd.add_option("--page-size", a->page_bytes, "Page size in bytes for page granularity and reuse distances")
           ->check(range<uint64_t>(1, analysis::kMaxPageBytes));
+      cmd.add_option(
+          "--expert-cache", a->expert_cache,
+          "MoE runs: replay the routing through expert caches of these sizes: experts per layer (8), percent "
+          "of the expert bytes (25%) or bytes (256M)");
+      cmd.add_option("--scope", a->scope,
+                     "Expert cache: one cache for all layers (global) or one per layer (per-layer)");
+      cmd.add_option("--read-gbps", a->read_gbps, "Expert cache: storage read rate in GB/s for the load time per token")
+          ->check(range<double>(0.001, 1e6));
       cmd.add_option("--compare", a->compare, "Compare with a second run (e.g. cold without vs with --prefetch)");
       return [a]() { return run(*a); };
     });

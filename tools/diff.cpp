@@ -1,5 +1,5 @@
-// tensortrace diff RUN_A RUN_B [--json] [--tolerance X]: token differences, the first op whose output differs,
-// per-op time and byte differences of two runs.
+// tensortrace diff RUN_A RUN_B [--json] [--tolerance X]: token differences, the first op whose output differs, MoE
+// routing decisions that flip, per-op time and byte differences of two runs.
 #include "analysis/diff.h"
 
 #include <fmt/format.h>
@@ -11,7 +11,8 @@ namespace tt::cli {
 namespace {
 
 RegisterCommand reg(
-    "diff", "Compare two runs: tokens, first divergent op, per-op time and bytes", 45, [](CLI::App& cmd) {
+    "diff", "Compare two runs: tokens, first divergent op, MoE routing flips, per-op time and bytes", 45,
+    [](CLI::App& cmd) {
       struct Args {
         std::string a, b;
         bool json = false;

@@ -15,6 +15,7 @@
 
 #include "analysis/bandwidth.h"
 #include "analysis/cache_sim.h"
+#include "analysis/moe.h"
 #include "trace/run_data.h"
 
 namespace tt::analysis {
@@ -28,6 +29,7 @@ struct AnalyzeOptions {
   Granularity granularity = Granularity::PAGE;
   uint64_t page_bytes = 4096;     // 1 to kMaxPageBytes
   bool measure_bandwidth = true;  // off in tests that do not look at it
+  ExpertCacheOptions experts;     // mixture-of-experts runs: the expert-cache replay (no sizes: none)
 };
 
 // One read of model-file bytes by an op, in trace order.
@@ -197,12 +199,14 @@ struct Report {
   nlohmann::json io;  // io_summary; null without IO records
   MemorySection memory;
   std::optional<CacheSimSection> cache_sim;
+  std::optional<MoeSection> moe;  // runs with routing records
 };
 Report analyze(const RunData& run, const AnalyzeOptions& options);  // throws tt::Error (options out of range)
 
 nlohmann::json to_json(const Report& report);  // `analyze --json` (docs/analysis.md)
 std::string render_text(const Report& report);
-// Writes miss-ratio-curve.svg, bytes-per-step.svg, time-per-layer.svg into dir; returns the file names.
+// Writes miss-ratio-curve.svg, bytes-per-step.svg, time-per-layer.svg (and for MoE runs expert-picks.svg and, with an
+// expert-cache replay, expert-cache.svg) into dir; returns the file names.
 std::vector<std::string> write_figures(const Report& report, const std::string& dir);
 
 inline nlohmann::json analyze_run(const RunData& run, const AnalyzeOptions& options) {

@@ -1,5 +1,7 @@
 #include "analysis/bandwidth.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -63,21 +65,22 @@ double measure(const uint64_t* data, size_t words, int threads) {
 }  // namespace
 
 nlohmann::json Bandwidth::to_json() const {
-  return {{"single_thread_bytes_per_s", single_thread_bytes_per_s},
-          {"multi_thread_bytes_per_s", multi_thread_bytes_per_s},
-          {"threads", threads},
-          {"array_bytes", array_bytes},
-          {"method", "best of 3 passes of a vectorised 64-bit sum over a 128 MiB array"}};
+  return {
+      {"single_thread_bytes_per_s", single_thread_bytes_per_s},
+      {"multi_thread_bytes_per_s", multi_thread_bytes_per_s},
+      {"threads", threads},
+      {"array_bytes", array_bytes},
+      {"method", fmt::format("best of 3 passes of a vectorised 64-bit sum over a {} MiB array", array_bytes >> 20)}};
 }
 
-const Bandwidth& measured_bandwidth(int threads) {
+const Bandwidth& measured_bandwidth(int threads, uint64_t array_bytes) {
   static std::mutex mu;
-  static std::map<int, Bandwidth> cache;
+  static std::map<std::pair<int, uint64_t>, Bandwidth> cache;
   std::lock_guard<std::mutex> lock(mu);
   threads = std::max(1, threads);
-  auto it = cache.find(threads);
+  auto it = cache.find({threads, array_bytes});
   if (it != cache.end()) return it->second;
-  const size_t bytes = 128ull << 20;
+  const size_t bytes = std::max<uint64_t>(array_bytes / 8 * 8, 8);
   std::unique_ptr<uint64_t[]> data(new uint64_t[bytes / 8]);
   for (size_t i = 0; i < bytes / 8; ++i) data[i] = i;
   Bandwidth b;
@@ -85,7 +88,7 @@ const Bandwidth& measured_bandwidth(int threads) {
   b.array_bytes = bytes;
   b.single_thread_bytes_per_s = measure(data.get(), bytes / 8, 1);
   b.multi_thread_bytes_per_s = threads > 1 ? measure(data.get(), bytes / 8, threads) : b.single_thread_bytes_per_s;
-  return cache.emplace(threads, b).first->second;
+  return cache.emplace(std::make_pair(threads, array_bytes), b).first->second;
 }
 
 }  // namespace tt::analysis

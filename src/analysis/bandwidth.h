@@ -2,6 +2,7 @@
 // not fit in the caches, on one thread and on n threads (each reading its own share).
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 namespace tt::analysis {
@@ -14,7 +15,9 @@ struct Bandwidth {
   nlohmann::json to_json() const;
 };
 
-// Measured on the first call (about 0.2 s), then cached for the process (per thread count).
-const Bandwidth& measured_bandwidth(int threads);
+// Measured on the first call (about 0.2 s for the default array), then cached for the process (per thread count
+// and array size). An array well beyond the last-level cache (bench uses 2 GiB) measures main memory alone.
+constexpr uint64_t kDefaultBandwidthArrayBytes = 128ull << 20;
+const Bandwidth& measured_bandwidth(int threads, uint64_t array_bytes = kDefaultBandwidthArrayBytes);
 
 }  // namespace tt::analysis

@@ -21,6 +21,10 @@ const char* policy_name(CachePolicy p) {
       return "lfu";
     case CachePolicy::FIFO:
       return "fifo";
+    case CachePolicy::LRU2:
+      return "lru-2";
+    case CachePolicy::LEAST_STALE:
+      return "least-stale";
     case CachePolicy::OPT:
       return "opt";
   }
@@ -33,6 +37,8 @@ std::optional<CachePolicy> policy_from_name(const std::string& name) {
   if (n == "lru") return CachePolicy::LRU;
   if (n == "lfu") return CachePolicy::LFU;
   if (n == "fifo") return CachePolicy::FIFO;
+  if (n == "lru-2" || n == "lru2" || n == "lru-k") return CachePolicy::LRU2;
+  if (n == "least-stale") return CachePolicy::LEAST_STALE;
   if (n == "opt" || n == "belady" || n == "min") return CachePolicy::OPT;
   return std::nullopt;
 }
@@ -58,53 +64,85 @@ CacheResult simulate_cache(const std::vector<Access>& stream, uint64_t capacity,
   std::vector<size_t> next;
   if (policy == CachePolicy::OPT) next = next_use(stream);
 
-  // Eviction order: the smallest (p1, p2) is evicted first.
+  // Eviction order: the smallest (p1, p2) is evicted first; LEAST_STALE keeps one such order per phase (LRU).
   using Prio = std::tuple<uint64_t, uint64_t, uint64_t>;  // p1, p2, key
   struct Entry {
     uint64_t bytes = 0, inserted = 0, last = 0, count = 0, next = 0;
+    uint64_t before_last = 0;  // 1 + time of the use before `last`, 0 when none (LRU-2)
+    uint64_t pass = 0;         // the pass of `last` (LEAST_STALE)
+    uint32_t phase = 0;
   };
   auto prio = [&](uint64_t key, const Entry& e) -> Prio {
     switch (policy) {
       case CachePolicy::LRU:
         return {e.last, 0, key};
+      case CachePolicy::LEAST_STALE:
+        return {e.pass, e.last, key};
       case CachePolicy::FIFO:
         return {e.inserted, 0, key};
       case CachePolicy::LFU:
         return {e.count, e.last, key};
+      case CachePolicy::LRU2:
+        return {e.before_last, e.last, key};
       case CachePolicy::OPT:
         return {UINT64_MAX - e.next, e.last, key};
     }
     return {};
   };
+  uint32_t n_phases = 1;
+  if (policy == CachePolicy::LEAST_STALE)
+    for (const Access& a : stream) n_phases = std::max(n_phases, a.phase + 1);
   std::unordered_map<uint64_t, Entry> resident;
-  std::unordered_map<uint64_t, bool> seen;
-  std::set<Prio> order;
+  std::unordered_map<uint64_t, uint64_t> last_use;  // every key seen: 1 + time of its latest use
+  std::vector<std::set<Prio>> orders(n_phases);
+  auto order_of = [&](const Entry& e) -> std::set<Prio>& {
+    return orders[policy == CachePolicy::LEAST_STALE ? e.phase : 0];
+  };
+  // LEAST_STALE's victim for an access of `phase`: the object last used in the oldest pass; among those of one pass,
+  // the one of the phase passed most recently (this phase first), whose next use is furthest under the cycle; then the
+  // least recently used. Each phase's order gives its candidate; the phases are compared here.
+  uint64_t pass = 0;  // passes begun before the current one (a pass: phases not decreasing)
+  auto stalest = [&](uint32_t phase) -> uint64_t {
+    std::tuple<uint64_t, uint32_t, uint64_t, uint64_t> best{UINT64_MAX, 0, 0, 0};  // pass, back, last, key
+    for (uint32_t back = 0; back < n_phases; ++back) {
+      const std::set<Prio>& o = orders[(phase + n_phases - back) % n_phases];
+      if (o.empty()) continue;
+      const auto& [last_pass, last, key] = *o.begin();
+      best = std::min(best, {last_pass, back, last, key});
+    }
+    return std::get<3>(best);
+  };
   uint64_t used = 0;
 
   for (size_t t = 0; t < stream.size(); ++t) {
     const Access& a = stream[t];
+    if (t > 0 && a.phase < stream[t - 1].phase) ++pass;
     ++r.accesses;
     r.bytes_accessed += a.bytes;
+    uint64_t& seen = last_use[a.key];
+    const uint64_t previous = seen;
+    seen = t + 1;
     auto it = resident.find(a.key);
     if (it != resident.end()) {
       ++r.hits;
       Entry& e = it->second;
-      order.erase(prio(a.key, e));
+      order_of(e).erase(prio(a.key, e));
+      e.before_last = e.last + 1;
       e.last = t;
+      e.pass = pass;
       ++e.count;
       if (policy == CachePolicy::OPT) e.next = next[t];
-      order.insert(prio(a.key, e));
+      order_of(e).insert(prio(a.key, e));
       continue;
     }
     ++r.misses;
     r.bytes_missed += a.bytes;
-    if (seen.try_emplace(a.key, true).second) ++r.cold_misses;
+    if (previous == 0) ++r.cold_misses;
     if (a.bytes > capacity) continue;  // bypass: never fits
     while (used + a.bytes > capacity) {
-      auto victim = order.begin();
-      const uint64_t key = std::get<2>(*victim);
-      order.erase(victim);
+      const uint64_t key = policy == CachePolicy::LEAST_STALE ? stalest(a.phase) : std::get<2>(*orders[0].begin());
       auto v = resident.find(key);
+      order_of(v->second).erase(prio(key, v->second));
       used -= v->second.bytes;
       resident.erase(v);
       ++r.evictions;
@@ -112,10 +150,13 @@ CacheResult simulate_cache(const std::vector<Access>& stream, uint64_t capacity,
     Entry e;
     e.bytes = a.bytes;
     e.inserted = e.last = t;
+    e.pass = pass;
+    e.before_last = previous;
     e.count = 1;
     e.next = policy == CachePolicy::OPT ? next[t] : 0;
+    e.phase = policy == CachePolicy::LEAST_STALE ? a.phase : 0;
     resident.emplace(a.key, e);
-    order.insert(prio(a.key, e));
+    order_of(e).insert(prio(a.key, e));
     used += a.bytes;
   }
   return r;

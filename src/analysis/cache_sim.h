@@ -5,6 +5,14 @@
 //   LRU  evicts the least recently used object.
 //   LFU  evicts the object used least often since it was brought in; ties go to the least recently used.
 //   FIFO evicts the object brought in earliest (hits do not refresh it).
+//   LRU-2 (LRU-K with K = 2, O'Neil et al.): evicts the object whose second most recent use is oldest; an object
+//        used once so far goes first (ties: least recently used). Uses are remembered after eviction.
+//   LEAST-STALE for accesses that pass through phases 0..P-1 in order, pass after pass (the layers of a forward pass;
+//        a pass ends where the phase goes down): evicts the object last used in the oldest pass (staleness counted in
+//        passes, not accesses); among those, the one of the phase passed most recently (the current phase first, then
+//        the one before it, ...), whose next use is furthest under the cycle, where LRU would evict the lowest layer's,
+//        needed first; then the least recently used. tensortrace's rule for SpecMD's Least-Stale (Hoang et al. 2026),
+//        which weighs temporal against layer (spatial) locality; with one phase it is LRU.
 //   OPT  Belady's MIN: evicts the object whose next use is furthest in the future (never used again first; ties
 //        go to the least recently used). Optimal for equal-sized objects (page granularity).
 // An object larger than the whole cache is never cached: every access to it is a miss.
@@ -17,13 +25,14 @@
 
 namespace tt::analysis {
 
-enum class CachePolicy { LRU, LFU, FIFO, OPT };
+enum class CachePolicy { LRU, LFU, FIFO, LRU2, LEAST_STALE, OPT };
 const char* policy_name(CachePolicy p);
 std::optional<CachePolicy> policy_from_name(const std::string& name);
 
 struct Access {
   uint64_t key = 0;    // object id (page index, tensor offset, ...)
   uint64_t bytes = 0;  // object size; an object keeps the size of its first access
+  uint32_t phase = 0;  // position in the access cycle (the layer), for LEAST_STALE; fixed per object
 };
 
 struct CacheResult {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 namespace tt::analysis {
@@ -70,6 +72,102 @@ json run_info(const RunData& r) {
     }
   j["has_values"] = values;
   return j;
+}
+
+// Routing of two mixture-of-experts runs, token by token: a (token, layer) decision flips when the two runs chose
+// different expert sets for the same (step, position) in that layer (the same set in another slot order is no flip).
+// The input token at each position, from steps.jsonl (-1 where no step gives it).
+std::vector<int64_t> tokens_by_position(const RunData& r) {
+  std::vector<int64_t> out;
+  for (const RunStep& s : r.steps)
+    for (size_t i = 0; i < s.input_tokens.size(); ++i) {
+      const size_t pos = static_cast<size_t>(s.pos_begin) + i;
+      if (s.pos_begin < 0) break;
+      if (pos >= out.size()) out.resize(pos + 1, -1);
+      out[pos] = s.input_tokens[i];
+    }
+  return out;
+}
+
+json routing_diff(const RunData& a, const RunData& b) {
+  if (a.trace.routing.empty() && b.trace.routing.empty()) return nullptr;
+  if (a.trace.routing.empty() || b.trace.routing.empty())
+    return {{"available", false},
+            {"note", fmt::format("only {} has expert routing (a mixture-of-experts run); nothing to compare",
+                                 a.trace.routing.empty() ? "B" : "A")}};
+  using Key = std::tuple<uint32_t, int32_t, int>;  // step, position, layer
+  std::map<Key, const trace::RoutingRecord*> rb;
+  for (const trace::RoutingRecord& y : b.trace.routing) rb.emplace(Key(y.step, y.token_pos, y.layer), &y);
+  struct Layer {
+    uint64_t compared = 0, flips = 0;
+  };
+  std::map<int, Layer> layers;
+  uint64_t compared = 0, flips = 0, same_input_flips = 0, reordered = 0, only_a = 0;
+  const trace::RoutingRecord *first_a = nullptr, *first_b = nullptr;
+  auto sorted = [](std::vector<uint32_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  // Positions before `same_prefix` hold the same input tokens in both runs: a flip there comes from the numbers,
+  // not from another token.
+  const std::vector<int64_t> ta = tokens_by_position(a), tb = tokens_by_position(b);
+  size_t same_prefix = 0;
+  while (same_prefix < std::min(ta.size(), tb.size()) && ta[same_prefix] >= 0 && ta[same_prefix] == tb[same_prefix])
+    ++same_prefix;
+  std::set<Key> matched;
+  for (const trace::RoutingRecord& x : a.trace.routing) {
+    const Key key(x.step, x.token_pos, x.layer);
+    const auto it = rb.find(key);
+    if (it == rb.end()) {
+      ++only_a;
+      continue;
+    }
+    matched.insert(key);
+    const trace::RoutingRecord& y = *it->second;
+    ++compared;
+    Layer& l = layers[x.layer];
+    ++l.compared;
+    if (sorted(x.experts) == sorted(y.experts)) {
+      reordered += x.experts != y.experts;
+      continue;
+    }
+    ++flips;
+    ++l.flips;
+    if (x.token_pos >= 0 && static_cast<size_t>(x.token_pos) < same_prefix) ++same_input_flips;
+    // Records come by step, then layer, then position: the first token is the least (step, position).
+    if (!first_a || std::pair(x.step, x.token_pos) < std::pair(first_a->step, first_a->token_pos) ||
+        (std::pair(x.step, x.token_pos) == std::pair(first_a->step, first_a->token_pos) && x.layer < first_a->layer))
+      first_a = &x, first_b = &y;
+  }
+  json per_layer = json::array();
+  for (const auto& [layer, l] : layers)
+    per_layer.push_back({{"layer", layer},
+                         {"compared", l.compared},
+                         {"flips", l.flips},
+                         {"flip_rate", l.compared ? static_cast<double>(l.flips) / l.compared : 0.0}});
+  json first = nullptr;
+  if (first_a) {
+    uint64_t layers_differing = 0;
+    for (const trace::RoutingRecord& x : a.trace.routing) {
+      if (x.step != first_a->step || x.token_pos != first_a->token_pos) continue;
+      const auto it = rb.find(Key(x.step, x.token_pos, x.layer));
+      if (it != rb.end() && sorted(x.experts) != sorted(it->second->experts)) ++layers_differing;
+    }
+    first = {{"step", first_a->step},         {"position", first_a->token_pos},
+             {"layer", first_a->layer},       {"a", first_a->experts},
+             {"b", first_b->experts},         {"a_weights", first_a->weights},
+             {"b_weights", first_b->weights}, {"layers_differing", layers_differing}};
+  }
+  return {{"available", true},
+          {"compared", compared},
+          {"flips", flips},
+          {"same_token_positions", same_prefix},
+          {"flips_with_same_tokens", same_input_flips},
+          {"reordered_only", reordered},
+          {"only_in_a", only_a},
+          {"only_in_b", b.trace.routing.size() - matched.size()},
+          {"first_differing_token", first},
+          {"per_layer", per_layer}};
 }
 
 }  // namespace
@@ -206,6 +304,7 @@ json diff_runs(const RunData& a, const RunData& b, const DiffOptions& opt) {
                                          : "every op's output is bit-identical (same hash)";
   d["values"] = values_j;
   d["steps"] = per_step;
+  if (json r = routing_diff(a, b); !r.is_null()) d["routing"] = std::move(r);
 
   // Time and bytes.
   auto agg_json = [](const std::string& name, const Agg& g) {
@@ -298,6 +397,32 @@ std::string render_diff_text(const json& d) {
                        f[k]["nan"].get<uint64_t>(), f[k]["inf"].get<uint64_t>(), f[k]["hash"].get<std::string>());
     o += fmt::format("    largest scaled difference of min/max/mean: {:.3g}\n",
                      f["max_scaled_difference"].get<double>());
+  }
+
+  if (d.contains("routing")) {
+    const json& r = d["routing"];
+    o += "\n== Routing ==\n";
+    if (!r["available"].get<bool>())
+      o += "  " + r["note"].get<std::string>() + "\n";
+    else {
+      o += fmt::format(
+          "  {} of {} (token, layer) routing decisions chose a different expert set ({} at positions 0-{} whose tokens "
+          "are the same in both runs); {} only reordered; {} only in A, {} only in B\n",
+          r["flips"].get<uint64_t>(), r["compared"].get<uint64_t>(), r["flips_with_same_tokens"].get<uint64_t>(),
+          static_cast<int64_t>(r["same_token_positions"].get<size_t>()) - 1, r["reordered_only"].get<uint64_t>(),
+          r["only_in_a"].get<uint64_t>(), r["only_in_b"].get<uint64_t>());
+      const json& f = r["first_differing_token"];
+      if (f.is_null())
+        o += "  every token chose the same experts in every layer\n";
+      else
+        o += fmt::format("  first token whose experts differ: step {} position {} ({} layers), layer {}: A {} B {}\n",
+                         f["step"].get<uint32_t>(), f["position"].get<int32_t>(), f["layers_differing"].get<uint64_t>(),
+                         f["layer"].get<int>(), f["a"].dump(), f["b"].dump());
+      o += fmt::format("  {:>5} {:>9} {:>7} {:>7}\n", "layer", "compared", "flips", "rate");
+      for (const json& l : r["per_layer"])
+        o += fmt::format("  {:>5} {:>9} {:>7} {:>6.1f}%\n", l["layer"].get<int>(), l["compared"].get<uint64_t>(),
+                         l["flips"].get<uint64_t>(), 100 * l["flip_rate"].get<double>());
+    }
   }
 
   const json& tm = d["time"];

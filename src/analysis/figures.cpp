@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <numeric>
 
 #include "analysis/analysis.h"
 #include "core/error.h"
@@ -54,9 +56,41 @@ void save(const std::string& path, const std::string& svg) {
   f << svg;
 }
 
+using Series = std::map<std::string, std::vector<std::pair<double, double>>>;
+
+// A polyline with dots for each series (points sorted by x), and its legend entry.
+std::string series_lines(Series& series, const std::function<double(double)>& px,
+                         const std::function<double(double)>& py) {
+  std::string s;
+  int ci = 0;
+  for (auto& [name, pts] : series) {
+    std::sort(pts.begin(), pts.end());
+    const char* col = kColors[ci % 6];
+    std::string path;
+    for (auto [x, y] : pts) path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "" : " ", px(x), py(y));
+    s += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", col, path);
+    for (auto [x, y] : pts)
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"/>\n", px(x), py(y), col);
+    s += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
+        kW - kR + 10, kT + 16 * ci, col, kW - kR + 24, kT + 16 * ci + 9, esc(name));
+    ++ci;
+  }
+  return s;
+}
+
+// Labels 0, 0.25, ... 1 on a y axis of ratios.
+std::string unit_ticks(const std::function<double(double)>& py) {
+  std::string s;
+  for (int i = 0; i <= 4; ++i)
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.2f}</text>\n", kL - 4, py(i / 4.0) + 4,
+                     i / 4.0);
+  return s;
+}
+
 // Lines over a log2 x axis (capacity) with y in [0, 1].
 std::string mrc_svg(const Report& r) {
-  std::map<std::string, std::vector<std::pair<double, double>>> series;
+  Series series;
   for (const MissPoint& m : r.hot_cold.lru_miss_ratio_curve)
     series["lru (reuse distances)"].push_back({static_cast<double>(m.capacity), m.miss_ratio});
   if (r.cache_sim)
@@ -73,26 +107,11 @@ std::string mrc_svg(const Report& r) {
   auto py = [&](double y) { return kH - kB - y * (kH - kB - kT); };
   std::string s = header("Miss ratio of the model-file reads by cache capacity");
   s += axes("cache capacity (log scale)", "miss ratio");
-  for (int i = 0; i <= 4; ++i)
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.2f}</text>\n", kL - 4, py(i / 4.0) + 4,
-                     i / 4.0);
+  s += unit_ticks(py);
   for (double c = std::exp2(std::floor(lx0)); c <= xmax * 1.01; c *= 4)
     s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(c), kH - kB + 15,
                      esc(format_bytes(static_cast<uint64_t>(c))));
-  int ci = 0;
-  for (auto& [name, pts] : series) {
-    std::sort(pts.begin(), pts.end());
-    const char* col = kColors[ci % 6];
-    std::string path;
-    for (auto [x, y] : pts) path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "" : " ", px(x), py(y));
-    s += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", col, path);
-    for (auto [x, y] : pts)
-      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"/>\n", px(x), py(y), col);
-    s += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
-        kW - kR + 10, kT + 16 * ci, col, kW - kR + 24, kT + 16 * ci + 9, esc(name));
-    ++ci;
-  }
+  s += series_lines(series, px, py);
   return s + "</svg>\n";
 }
 
@@ -138,6 +157,58 @@ std::string bars_svg(const std::string& title, const std::string& xlabel, const 
   return s + "</svg>\n";
 }
 
+// Layer x expert heatmap of picks, each cell's shade its picks over the layer's uniform share (white: never used).
+std::string expert_picks_svg(const MoeSection& m) {
+  const size_t rows = m.layers.size(), cols = static_cast<size_t>(m.shape.n_expert);
+  const double cell_w = static_cast<double>(kW - kL - kR) / std::max<size_t>(cols, 1);
+  const double cell_h = static_cast<double>(kH - kT - kB) / std::max<size_t>(rows, 1);
+  std::string s = header("Expert picks per layer (darker: more than the uniform share; white: never used)");
+  s += axes("expert", "layer");
+  double hottest = 1;
+  for (const LayerExperts& l : m.layers) hottest = std::max(hottest, l.hottest_over_uniform);
+  for (size_t r = 0; r < rows; ++r) {
+    const LayerExperts& l = m.layers[r];
+    const double uniform =
+        static_cast<double>(std::accumulate(l.picks.begin(), l.picks.end(), uint64_t{0})) / std::max<size_t>(cols, 1);
+    for (size_t c = 0; c < cols; ++c) {
+      const double rel = uniform > 0 ? static_cast<double>(l.picks[c]) / uniform : 0.0;
+      const int shade = l.picks[c] == 0 ? 255 : static_cast<int>(235 - 205 * std::min(1.0, rel / hottest));
+      s += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"rgb({},{},255)\" "
+          "stroke=\"#ddd\"><title>layer {} expert {}: {} picks ({:.2f}x uniform)</title></rect>\n",
+          kL + c * cell_w, kT + r * cell_h, cell_w, cell_h, shade, shade, l.layer, c, l.picks[c], rel);
+    }
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", kL - 4, kT + (r + 0.5) * cell_h + 4,
+                     l.layer);
+  }
+  const size_t every = std::max<size_t>(1, cols / 16);
+  for (size_t c = 0; c < cols; c += every)
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", kL + (c + 0.5) * cell_w,
+                     kH - kB + 15, c);
+  return s + "</svg>\n";
+}
+
+// Hit rate of the expert-cache replay against the cache's capacity, one line per policy.
+std::string expert_cache_svg(const MoeSection& m) {
+  Series series;
+  double xmax = 1;
+  for (const ExpertCacheResult& c : m.cache) {
+    series[policy_name(c.policy)].push_back({static_cast<double>(c.capacity_bytes), c.hit_rate()});
+    xmax = std::max(xmax, static_cast<double>(c.capacity_bytes));
+  }
+  auto px = [&](double x) { return kL + x / xmax * (kW - kL - kR); };
+  auto py = [&](double y) { return kH - kB - y * (kH - kB - kT); };
+  std::string s = header(fmt::format("Expert cache hit rate by capacity ({} scope)", scope_name(m.scope)));
+  s += axes("cache capacity", "hit rate");
+  s += unit_ticks(py);
+  for (int i = 0; i <= 4; ++i) {
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", px(xmax * i / 4), kH - kB + 15,
+                     esc(format_bytes(static_cast<uint64_t>(xmax * i / 4))));
+  }
+  s += series_lines(series, px, py);
+  return s + "</svg>\n";
+}
+
 }  // namespace
 
 std::vector<std::string> write_figures(const Report& r, const std::string& dir) {
@@ -168,6 +239,14 @@ std::vector<std::string> write_figures(const Report& r, const std::string& dir) 
   save(dir + "/time-per-layer.svg", bars_svg("Op time per layer (split by the source of the bytes read)", "layer",
                                              "time", labels, pools, values, " ms", 1e6));
   files.push_back("time-per-layer.svg");
+  if (r.moe) {
+    save(dir + "/expert-picks.svg", expert_picks_svg(*r.moe));
+    files.push_back("expert-picks.svg");
+    if (!r.moe->cache.empty()) {
+      save(dir + "/expert-cache.svg", expert_cache_svg(*r.moe));
+      files.push_back("expert-cache.svg");
+    }
+  }
   return files;
 }
 

@@ -218,11 +218,112 @@ json cache_sim_json(const CacheSimSection& c) {
           {"results", results}};
 }
 
+json moe_json(const MoeSection& m) {
+  const MoeShape& sh = m.shape;
+  json layers = json::array();
+  for (const LayerExperts& l : m.layers)
+    layers.push_back({{"layer", l.layer},
+                      {"tokens", l.tokens},
+                      {"picks", l.picks},
+                      {"prompt_picks", l.prompt_picks},
+                      {"generate_picks", l.generate_picks},
+                      {"weight", l.weight},
+                      {"hottest_over_uniform", l.hottest_over_uniform},
+                      {"coldest_over_uniform", l.coldest_over_uniform},
+                      {"gini", l.gini},
+                      {"entropy", l.entropy},
+                      {"never_used", l.never_used},
+                      {"overlap", l.overlap},
+                      {"overlap_independent", l.overlap_independent}});
+  json reuse = json::array();
+  for (const auto& [bucket, picks] : m.reuse_distance)
+    reuse.push_back({{"from", uint64_t{1} << bucket}, {"to", uint64_t{2} << bucket}, {"picks", picks}});
+  auto bytes_json = [](const std::map<std::string, MoeSection::BytesPerToken>& by_phase) {
+    json j = json::object();
+    for (const auto& [phase, b] : by_phase) j[phase] = {{"experts", b.experts}, {"other", b.other}};
+    return j;
+  };
+  json layer_bytes = json::array();
+  for (const auto& [layer, by_phase] : m.layer_bytes_per_token)
+    layer_bytes.push_back({{"layer", layer}, {"bytes_per_token", bytes_json(by_phase)}});
+  json j = {{"n_expert", sh.n_expert},
+            {"n_used", sh.n_used},
+            {"layers", sh.layers},
+            {"expert_bytes", sh.expert_bytes},
+            {"all_expert_bytes", sh.all_expert_bytes},
+            {"other_weight_bytes", sh.other_weight_bytes},
+            {"tokens", m.tokens},
+            {"prompt_tokens", m.prompt_tokens},
+            {"generated_tokens", m.generated_tokens},
+            {"per_layer", layers},
+            {"working_set", m.working_set},
+            {"reuse_distance", {{"first_picks", m.first_picks}, {"bins", reuse}}},
+            {"bytes_per_token", bytes_json(m.bytes_per_token)},
+            {"layer_bytes_per_token", layer_bytes}};
+  if (!m.cache.empty()) {
+    json results = json::array();
+    for (const ExpertCacheResult& c : m.cache) {
+      const double per_token = m.tokens ? static_cast<double>(c.bytes_loaded) / static_cast<double>(m.tokens) : 0.0;
+      json row = {{"size", c.size},
+                  {"policy", policy_name(c.policy)},
+                  {"capacity_bytes", c.capacity_bytes},
+                  {"accesses", c.accesses},
+                  {"hits", c.hits},
+                  {"misses", c.misses},
+                  {"cold_misses", c.cold_misses},
+                  {"hit_rate", c.hit_rate()},
+                  {"bytes_loaded", c.bytes_loaded},
+                  {"bytes_loaded_per_token", per_token}};
+      if (m.read_bytes_per_s > 0) row["load_seconds_per_token"] = per_token / m.read_bytes_per_s;
+      results.push_back(row);
+    }
+    j["expert_cache"] = {{"scope", scope_name(m.scope)}, {"results", results}};
+    if (m.read_bytes_per_s > 0) j["expert_cache"]["read_bytes_per_s"] = m.read_bytes_per_s;
+  }
+  return j;
+}
+
 std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
 std::string mib(uint64_t b) { return format_bytes(b); }
 std::string gbps(double bps) { return fmt::format("{:.2f} GB/s", bps / 1e9); }
 std::string ms(uint64_t ns) { return fmt::format("{:.3f} ms", ns / 1e6); }
 std::string ms(double ns) { return ms(static_cast<uint64_t>(ns)); }
+
+std::string moe_text(const MoeSection& m) {
+  const MoeShape& sh = m.shape;
+  std::string o =
+      fmt::format("\n== Experts ({} routed layers, {} experts, {} a token; {} tokens: {} prompt, {} generated) ==\n",
+                  sh.layers.size(), sh.n_expert, sh.n_used, m.tokens, m.prompt_tokens, m.generated_tokens);
+  o += "  layer  tokens  hottest/uniform  coldest/uniform   gini  entropy  never used  overlap (independent)\n";
+  for (const LayerExperts& l : m.layers)
+    o += fmt::format("  {:>5} {:>7} {:>16.2f} {:>16.2f} {:>6.3f} {:>8.3f} {:>11} {:>8} ({})\n", l.layer, l.tokens,
+                     l.hottest_over_uniform, l.coldest_over_uniform, l.gini, l.entropy, l.never_used.size(),
+                     pct(l.overlap), pct(l.overlap_independent));
+  if (!m.working_set.empty())
+    o += fmt::format("  working set: {} of {} (layer, expert) slots used by the {} tokens\n",
+                     m.working_set.back().second, sh.layers.size() * static_cast<size_t>(sh.n_expert), m.tokens);
+  o += "  reuse distance (tokens since the expert's previous pick in its layer): ";
+  for (const auto& [bucket, picks] : m.reuse_distance)
+    o += fmt::format("{}-{}: {}  ", uint64_t{1} << bucket, (uint64_t{2} << bucket) - 1, picks);
+  o += fmt::format("first: {}\n", m.first_picks);
+  for (const auto& [phase, b] : m.bytes_per_token)
+    o += fmt::format("  {} bytes per token: experts {}, other weights {}\n", phase,
+                     mib(static_cast<uint64_t>(b.experts)), mib(static_cast<uint64_t>(b.other)));
+  if (!m.cache.empty()) {
+    o += fmt::format("  expert cache replay ({} scope):\n", scope_name(m.scope));
+    o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}{}\n", "size", "capacity", "policy", "hits",
+                     "misses", "hit rate", "loaded/token", m.read_bytes_per_s > 0 ? "  load time/token" : "");
+    for (const ExpertCacheResult& c : m.cache) {
+      const double per_token = m.tokens ? static_cast<double>(c.bytes_loaded) / static_cast<double>(m.tokens) : 0.0;
+      o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}", c.size, mib(c.capacity_bytes),
+                       policy_name(c.policy), c.hits, c.misses, pct(c.hit_rate()),
+                       mib(static_cast<uint64_t>(per_token)));
+      if (m.read_bytes_per_s > 0) o += fmt::format("  {:>12.3f} ms", per_token / m.read_bytes_per_s * 1e3);
+      o += "\n";
+    }
+  }
+  return o;
+}
 
 void order_line(std::string& o, const std::string& label, const OrderStats& s) {
   o += fmt::format(
@@ -254,6 +355,7 @@ json to_json(const Report& r) {
   if (!r.io.is_null()) j["io"] = r.io;
   j["memory"] = memory_json(r.memory);
   if (r.cache_sim) j["cache_sim"] = cache_sim_json(*r.cache_sim);
+  if (r.moe) j["moe"] = moe_json(*r.moe);
   return j;
 }
 
@@ -437,6 +539,7 @@ std::string render_text(const Report& r) {
       o += fmt::format("  {:>10} {:<6} {:>9} {:>9} {:>9} {:>14}\n", mib(x.capacity), policy_name(x.policy), x.misses,
                        x.hits, pct(x.miss_ratio()), mib(x.bytes_missed));
   }
+  if (r.moe) o += moe_text(*r.moe);
   return o;
 }
 

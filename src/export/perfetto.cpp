@@ -18,8 +18,32 @@ constexpr int kPid = 1;
 constexpr int kStepsTid = 0;
 int worker_tid(int worker) { return worker + 1; }
 
-// The args object of an op's slices (the same on every worker's slice).
-std::string op_args(const trace::OpRecord& o) {
+// A float as JSON (null when not finite).
+std::string json_float(float v) { return nlohmann::json(v).dump(); }
+
+// MUL_MAT_ID's `routing` arg: the layer's routing rows of the step (each routed token's position, experts in
+// llama.cpp's order, their weights, the router margin).
+std::string routing_arg(std::span<const trace::RoutingRecord> rows) {
+  std::string pos, experts, weights, margins;
+  for (const trace::RoutingRecord& x : rows) {
+    const char* sep = pos.empty() ? "" : ",";
+    pos += fmt::format("{}{}", sep, x.token_pos);
+    margins += fmt::format("{}{}", sep, json_float(x.margin));
+    std::string e, w;
+    for (size_t k = 0; k < x.experts.size(); ++k) {
+      e += fmt::format("{}{}", k ? "," : "", x.experts[k]);
+      w += fmt::format("{}{}", k ? "," : "", json_float(x.weights[k]));
+    }
+    experts += fmt::format("{}[{}]", sep, e);
+    weights += fmt::format("{}[{}]", sep, w);
+  }
+  return fmt::format(R"(,"routing":{{"token_pos":[{}],"experts":[{}],"weights":[{}],"margin":[{}]}})", pos, experts,
+                     weights, margins);
+}
+
+// The args object of an op's slices (the same on every worker's slice); `routing`: the rows of its layer in its step
+// (MUL_MAT_ID only).
+std::string op_args(const trace::OpRecord& o, std::span<const trace::RoutingRecord> routing) {
   uint64_t by_pool[5] = {0, 0, 0, 0, 0};
   std::string file_ranges, kv;
   int32_t kv_begin = -1, kv_end = -1;
@@ -54,10 +78,11 @@ std::string op_args(const trace::OpRecord& o) {
     for (OpKind k : o.fused) f += fmt::format("{}\"{}\"", f.empty() ? "" : ",", op_name(k));
     s += ",\"fused\":[" + f + "]";
   }
+  if (!routing.empty()) s += routing_arg(routing);
   if (o.has_stats)
     s += fmt::format(",\"stats\":{{\"min\":{},\"max\":{},\"mean\":{},\"nan\":{},\"inf\":{},\"hash\":\"{:016x}\"}}",
-                     nlohmann::json(o.stats.min).dump(), nlohmann::json(o.stats.max).dump(),
-                     nlohmann::json(o.stats.mean).dump(), o.stats.nan_count, o.stats.inf_count, o.stats.hash);
+                     json_float(o.stats.min), json_float(o.stats.max), nlohmann::json(o.stats.mean).dump(),
+                     o.stats.nan_count, o.stats.inf_count, o.stats.hash);
   return s + "}";
 }
 
@@ -129,7 +154,8 @@ std::string perfetto_json(const RunData& run, const Progress& progress) {
       return nullptr;
     };
     for (size_t k = 0; k < ops.size(); ++k) {
-      args[k] = op_args(ops[k]);
+      args[k] = op_args(ops[k], ops[k].op == OpKind::MUL_MAT_ID ? run.routing_of_layer(step, ops[k].layer)
+                                                                : std::span<const trace::RoutingRecord>());
       if (ops[k].n_threads == 0)
         event(fmt::format(R"({{"ph":"X","name":{},"cat":"view","pid":{},"tid":{},"ts":{},"dur":0,"args":{}}})",
                           json_string(fmt::format("{} {}", op_name(ops[k].op), ops[k].name)), kPid, worker_tid(0),

@@ -46,6 +46,9 @@ CREATE TABLE tensors (
 CREATE TABLE buffers (
   id INTEGER PRIMARY KEY, t_ns INTEGER, step INTEGER, kind TEXT, pool TEXT, buffer_id INTEGER, offset INTEGER,
   bytes INTEGER, tensor TEXT, reuse INTEGER);
+CREATE TABLE routing (
+  step INTEGER NOT NULL, layer INTEGER NOT NULL, token_pos INTEGER NOT NULL, slot INTEGER NOT NULL,
+  expert INTEGER NOT NULL, weight REAL, margin REAL, PRIMARY KEY (step, layer, token_pos, slot));
 CREATE TABLE step_memory (
   step INTEGER PRIMARY KEY, activation_peak_bytes INTEGER, activation_peak_node TEXT, arena_bytes INTEGER,
   scratch_bytes INTEGER, static_bytes INTEGER, total_peak_bytes INTEGER);
@@ -61,6 +64,7 @@ CREATE INDEX ranges_pool ON ranges(pool, offset);
 CREATE INDEX spans_op ON spans(op_id);
 CREATE INDEX spans_step ON spans(step, thread);
 CREATE INDEX buffers_step ON buffers(step);
+CREATE INDEX routing_expert ON routing(layer, expert);
 )sql";
 
 class Db {
@@ -279,6 +283,19 @@ void write_db(Db& db, const RunData& run, const Progress& progress) {
       }
       if (progress) progress(fmt::format("sqlite: step {}/{}", step + 1, n_steps));
     }
+  }
+  {
+    Insert ins(db, "INSERT INTO routing VALUES (?,?,?,?,?,?,?)");
+    for (const trace::RoutingRecord& x : run.trace.routing)
+      for (size_t slot = 0; slot < x.experts.size(); ++slot)
+        ins.i(x.step)
+            .i(x.layer)
+            .i(x.token_pos)
+            .i(static_cast<int64_t>(slot))
+            .i(x.experts[slot])
+            .d(x.weights[slot])
+            .d(x.margin)
+            .run();
   }
   {
     Insert ins(db, "INSERT INTO buffers VALUES (?,?,?,?,?,?,?,?,?,?)");

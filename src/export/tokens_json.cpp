@@ -138,6 +138,18 @@ json trace_json(const RunData& run, const trace::StepMarker& m) {
                       {"inf_count", o.stats.inf_count},
                       {"hash", fmt::format("{:016x}", o.stats.hash)}};
     e["dst"] = std::move(dst);
+    if (o.op == OpKind::MUL_MAT_ID) {
+      // Per token the layer routes (in position order): the experts it chose, in llama.cpp's order, their weights.
+      json ids = json::array(), weights = json::array(), pos = json::array();
+      for (const trace::RoutingRecord& x : run.routing_of_layer(m.step, o.layer)) {
+        ids.push_back(x.experts);
+        weights.push_back(x.weights);
+        pos.push_back(x.token_pos);
+      }
+      e["expert_ids"] = std::move(ids);
+      e["expert_weights"] = std::move(weights);
+      e["expert_token_pos"] = std::move(pos);
+    }
     entries.push_back(std::move(e));
   }
   end = std::max(end, m.start_ns);
@@ -255,15 +267,8 @@ json buffer_timeline_json(const RunData& run) {
 
 }  // namespace
 
-void export_tokens_json(const RunData& run, const std::string& out_dir_in, const Progress& progress) {
-  std::string out_dir = out_dir_in;
-  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
-  const fs::path out(out_dir);
-  if (out.has_parent_path()) fs::create_directories(out.parent_path());
-  const fs::path tmp = out_dir + ".tmp-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  try {
+void export_tokens_json(const RunData& run, const std::string& out_dir, const Progress& progress) {
+  write_dir_atomic(out_dir, [&](const fs::path& tmp) {
     fs::create_directories(tmp / "traces");
     fs::create_directories(tmp / "graphs");
     int n_layers = 0;
@@ -283,6 +288,20 @@ void export_tokens_json(const RunData& run, const std::string& out_dir_in, const
       if (!g.is_null()) write_json_file(tmp / "graphs" / file, g);
       if (progress) progress(fmt::format("tokens-json: step {}/{}", i + 1, n));
     }
+  });
+}
+
+void write_dir_atomic(const std::string& out_dir_in, const std::function<void(const std::filesystem::path&)>& fill) {
+  std::string out_dir = out_dir_in;
+  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
+  const fs::path out(out_dir);
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  const fs::path tmp = out_dir + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp);
+    fill(tmp);
     // Replace an earlier export: move it aside, move the new one in, then delete the old one.
     const fs::path old = out_dir + ".old-" + std::to_string(::getpid());
     const bool had_old = fs::exists(out);

@@ -35,6 +35,7 @@ GenerateResult generate(Engine& engine, const GenerateOptions& options, Generate
     out.logits = engine.eval(input, observer);
     out.end_ns = now_ns();
     out.hidden = engine.hidden();
+    out.routing = engine.routing();
     // The last step's logits are only evaluated when a token is still to be chosen from them.
     const bool choose = static_cast<int32_t>(result.tokens.size()) < options.n_predict;
     if (choose) {

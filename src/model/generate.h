@@ -33,6 +33,8 @@ struct StepOutcome {
   SampleResult sampled;               // the token chosen from these logits
   bool end_of_generation = false;     // the sampled token ends generation
   uint64_t start_ns = 0, end_ns = 0;  // eval time (graph build to logits)
+  // Engine::routing(): the mixture-of-experts layers' routing (empty for dense models).
+  std::span<const LayerRouting> routing;
 };
 
 class GenerateObserver : public StepObserver {

@@ -46,6 +46,22 @@ inline int hsum(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// Prefetch (into L2) of the next group of rows while a kernel reads the current group as several strided streams
+// (8 rows side by side, one block of each per iteration): the next group is one contiguous range, and iteration i
+// of `parts` asks for its i-th slice, so it arrives in order, spread over the group's work, ahead of its use.
+struct NextRowsPrefetch {
+  const uint8_t* next;  // null: nothing to prefetch (the last group of a call)
+  uint64_t bytes;       // of the next group
+  uint64_t slice;       // bytes a part, whole cache lines
+  NextRowsPrefetch(const uint8_t* next_rows, uint64_t group_bytes, int64_t parts)
+      : next(next_rows), bytes(group_bytes), slice((group_bytes + 64 * parts - 1) / (64 * parts) * 64) {}
+  void part(int64_t i) const {
+    if (next == nullptr) return;
+    for (uint64_t o = static_cast<uint64_t>(i) * slice, end = std::min(bytes, o + slice); o < end; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T1);
+  }
+};
+
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
@@ -110,7 +126,6 @@ template <typename Block>
 constexpr bool kUnsignedWithMin = requires(Block b) {
   b.m;
 };
-
 
 // ---- K-quant helpers (256-element super-blocks against Q8_K).
 

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/text.h"
+#include "export/export.h"
 
 namespace tt::serve {
 namespace {
@@ -214,7 +215,8 @@ json ServedRun::run_json() const {
                   {"stop_reason", stop_reason_},
                   {"graphs", run_.graphs.size()},
                   {"buffers", buffers},
-                  {"file_size", run_.file_size.value_or(0)}};
+                  {"file_size", run_.file_size.value_or(0)},
+                  {"routed", !run_.trace.routing.empty()}};
   json times = json::array();
   for (size_t st = 0; st < n_steps(); ++st) {
     if (st < markers_.size()) {
@@ -230,6 +232,26 @@ json ServedRun::run_json() const {
   for (const RunStep& st : run_.steps) step_graph.push_back(st.graph);
   derived["step_graph"] = std::move(step_graph);
   return {{"run", run_.run.is_null() ? json::object() : run_.run}, {"derived", derived}};
+}
+
+json ServedRun::routing() const {
+  if (run_.trace.routing.empty()) bad(404, "the run has no expert routing (not a mixture-of-experts run)");
+  exporter::RoutingTable t;
+  try {
+    t = exporter::routing_table(run_);
+  } catch (const Error& e) {
+    bad(422, e.what());  // routing the table cannot hold (an expert id past int16)
+  }
+  // Each layer's expert count is its router's output count (the loader checked every layer has a router).
+  int64_t n_expert = 0;
+  for (int layer : t.layers)
+    if (const MapTensor* r = run_.tensor_named(fmt::format("blk.{}.ffn_gate_inp.weight", layer));
+        r && r->shape.size() >= 2)
+      n_expert = std::max(n_expert, r->shape[1]);
+  json tokens = json::array();
+  for (const auto& [step, pos] : t.tokens) tokens.push_back({step, pos});
+  return {{"n_expert", n_expert}, {"top_k", t.top_k},     {"layers", t.layers},
+          {"tokens", tokens},     {"experts", t.experts}, {"weights", t.weights}};
 }
 
 uint32_t ServedRun::parse_step(const Params& p, const char* key, uint32_t dflt) const {
@@ -766,6 +788,8 @@ Response Api::handle(const std::string& path, const Params& params) const {
         body = r.heatmap(params);
       else if (what == "summary")
         body = r.summary();
+      else if (what == "routing")
+        body = r.routing();
       else
         return error(404, "unknown route " + path);
     }

@@ -39,6 +39,8 @@ class ServedRun {
   nlohmann::json buffers(const Params& p) const;
   nlohmann::json heatmap(const Params& p) const;
   const nlohmann::json& summary() const { return summary_; }
+  // Mixture-of-experts runs: the routing as one table (export/export.h RoutingTable); 404 for a dense run.
+  nlohmann::json routing() const;
 
   // A byte range touched by an op, reduced to what the heatmap needs.
   struct Touch {

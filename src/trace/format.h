@@ -1,5 +1,5 @@
 // The binary trace (trace.bin) of a run directory: documented in docs/trace-format.md.
-// A file header, then blocks (version 7), one per flush: a block header with the XXH3-64 of its payload, then whole
+// A file header, then blocks (version 8), one per flush: a block header with the XXH3-64 of its payload, then whole
 // length-prefixed records, so a flipped bit is found (by block) and a run killed midway leaves every complete record
 // readable. Strings (tensor names) are interned: a STRING record defines an id before first use.
 #pragma once
@@ -9,15 +9,15 @@
 namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
-// Written: 7. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
-// OP_ADVANCES_PACKED), 6 (records right after the file header, no blocks).
-constexpr uint32_t kVersion = 7;
+// Written: 8. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
+// OP_ADVANCES_PACKED), 6 (no ROUTING), 7 (records right after the file header, no blocks).
+constexpr uint32_t kVersion = 8;
 constexpr uint32_t kMinVersion = 1;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
 
-// Version 7 on: after the file header, blocks of u32 kBlockMagic, u32 payload length, u64 XXH3-64 (seed 0) of the
+// Version 8 on: after the file header, blocks of u32 kBlockMagic, u32 payload length, u64 XXH3-64 (seed 0) of the
 // payload, then the payload: whole records (a record never straddles two blocks).
-constexpr uint32_t kFirstBlockVersion = 7;
+constexpr uint32_t kFirstBlockVersion = 8;
 constexpr uint32_t kBlockMagic = 0x4B425454;  // "TTBK"
 constexpr uint32_t kBlockHeaderBytes = 16;
 
@@ -49,7 +49,12 @@ enum class RecordKind : uint8_t {
   // g = zigzag(start - cursor) + 1 followed by a varint end - start. Each worker's cursor starts at base_ns and
   // moves to the end of each of its shares.
   OP_ADVANCES_PACKED = 11,
+  // version 7, mixture-of-experts runs: u32 step, u16 layer, i32 token_pos, u8 k, then k times (u32 expert,
+  // f32 weight), f32 margin: one token's routing in one layer (RoutingRecord).
+  ROUTING = 12,
 };
+// Experts a token may be routed to in a ROUTING record (llama.cpp's models use up to 8 of up to 256).
+constexpr uint8_t kMaxRoutedExperts = 64;
 constexpr uint32_t kNoShare = 0xFFFFFFFF;  // OP_REPEATS, OP_ADVANCES: a worker without a share of the node
 // OP_ADVANCES_PACKED's signed gaps as unsigned numbers: small differences of either sign stay small.
 constexpr uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }

@@ -49,6 +49,7 @@ bool is_plain(std::string_view s) {
 JsonLine& JsonLine::begin_object() { return open('{'); }
 JsonLine& JsonLine::end_object() { return close('}'); }
 JsonLine& JsonLine::begin_array(std::string_view k) { return key(k).open('['); }
+JsonLine& JsonLine::begin_array() { return open('['); }
 JsonLine& JsonLine::end_array() { return close(']'); }
 
 JsonLine& JsonLine::key(std::string_view k) {

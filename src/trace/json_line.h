@@ -20,6 +20,7 @@ class JsonLine {
   JsonLine& begin_object();
   JsonLine& end_object();
   JsonLine& begin_array(std::string_view key);
+  JsonLine& begin_array();  // an array as an element of an array
   JsonLine& end_array();
   JsonLine& key(std::string_view k);  // inside an object: the key of the next value
   JsonLine& value(double v);

@@ -101,6 +101,19 @@ struct SpanRecord {
   uint64_t start_ns = 0, end_ns = 0;
 };
 
+// Mixture-of-experts models: one token's routing in one layer of a step (ROUTING records). The chosen experts in
+// llama.cpp's order (router probability descending), the weights their outputs are multiplied by (after
+// renormalising and scaling where the model says), and the router margin: the lowest chosen probability minus the
+// best unchosen one (0 when every expert is chosen; small: a near-tie).
+struct RoutingRecord {
+  uint32_t step = 0;
+  uint16_t layer = 0;
+  int32_t token_pos = 0;  // the token's position (the last layer of a prompt routes only its last token)
+  std::vector<uint32_t> experts;
+  std::vector<float> weights;  // one per expert
+  float margin = 0;
+};
+
 struct StepMarker {
   uint32_t step = 0;
   Phase phase = Phase::PROMPT;

@@ -412,6 +412,29 @@ void check_trace(RunData& r) {
     check_range(fmt::format("op '{}'", o.name), o.step, o.write);
   }
   for (const trace::SpanRecord& s : t.spans) check_step("span", s.step);
+  // Routing: each layer's expert count is its router's output count ([n_embd, n_expert]).
+  std::map<uint16_t, int64_t> experts_of_layer;
+  for (const trace::RoutingRecord& x : t.routing) {
+    check_step("routing record", x.step);
+    auto [it, first] = experts_of_layer.try_emplace(x.layer, 0);
+    if (first) {
+      if (r.memory_map.is_null())
+        fail("'{}': routing record of step {} layer {}, but no memory-map.json gives the model's routers", path, x.step,
+             x.layer);
+      const MapTensor* router = r.tensor_named(fmt::format("blk.{}.ffn_gate_inp.weight", x.layer));
+      if (!router || router->shape.size() < 2)
+        fail("'{}': routing record of step {} layer {}, which has no router (blk.{}.ffn_gate_inp.weight) in the model",
+             path, x.step, x.layer, x.layer);
+      it->second = router->shape[1];
+    }
+    if (static_cast<int64_t>(x.experts.size()) > it->second)
+      fail("'{}': routing record of step {} layer {} chooses {} of {} experts", path, x.step, x.layer, x.experts.size(),
+           it->second);
+    for (uint32_t e : x.experts)
+      if (e >= it->second)
+        fail("'{}': routing record of step {} layer {} names expert {}, past the layer's {} experts", path, x.step,
+             x.layer, e, it->second);
+  }
   for (const trace::IoRecord& io : t.io) {
     check_step("IO record", io.step);
     for (const trace::IoRange& x : io.ranges) check_file_bytes("IO record", io.step, x.offset, x.length);
@@ -440,6 +463,7 @@ void index_trace(RunData& r) {
   const size_t n_steps = t.steps.size();  // markers are steps 0, 1, ... (parse_trace)
   r.step_ops.assign(n_steps, {0, 0});
   r.step_spans.assign(n_steps, {0, 0});
+  r.step_routing.assign(n_steps, {0, 0});
   auto build = [&](auto& records, std::vector<std::pair<size_t, size_t>>& index, const char* what) {
     for (size_t i = 0; i < records.size(); ++i) {
       const uint32_t s = records[i].step;  // below n_steps (check_trace)
@@ -452,6 +476,14 @@ void index_trace(RunData& r) {
   };
   build(t.ops, r.step_ops, "op");
   build(t.spans, r.step_spans, "span");
+  build(t.routing, r.step_routing, "routing");
+  // A step's routing rows by layer, then position, each once (routing_of_layer looks a layer's rows up).
+  for (size_t i = 1; i < t.routing.size(); ++i) {
+    const trace::RoutingRecord &a = t.routing[i - 1], &b = t.routing[i];
+    if (a.step == b.step && std::pair(a.layer, a.token_pos) >= std::pair(b.layer, b.token_pos))
+      fail("'{}/trace.bin': routing record of step {} layer {} position {} after layer {} position {}", r.dir, b.step,
+           b.layer, b.token_pos, a.layer, a.token_pos);
+  }
 }
 
 }  // namespace
@@ -510,6 +542,19 @@ std::span<const trace::SpanRecord> RunData::spans_of_step(uint32_t step) const {
   if (step >= step_spans.size()) return {};
   return std::span<const trace::SpanRecord>(trace.spans)
       .subspan(step_spans[step].first, step_spans[step].second - step_spans[step].first);
+}
+
+std::span<const trace::RoutingRecord> RunData::routing_of_step(uint32_t step) const {
+  if (step >= step_routing.size()) return {};
+  return std::span<const trace::RoutingRecord>(trace.routing)
+      .subspan(step_routing[step].first, step_routing[step].second - step_routing[step].first);
+}
+
+std::span<const trace::RoutingRecord> RunData::routing_of_layer(uint32_t step, int layer) const {
+  const auto rows = routing_of_step(step);
+  auto first = std::partition_point(rows.begin(), rows.end(), [&](const auto& x) { return x.layer < layer; });
+  auto last = std::partition_point(first, rows.end(), [&](const auto& x) { return x.layer == layer; });
+  return {first, last};
 }
 
 const nlohmann::json* RunData::graph_of_step(uint32_t step) const {

@@ -15,7 +15,9 @@
 // Every step number, offset and length the trace gives is checked against what it describes before the loader
 // returns, so no consumer sizes anything from an unchecked value: op, span and IO records belong to one of the
 // trace's steps; MODEL_FILE bytes lie inside the model file (memory-map.json's file_size; a trace reading model
-// bytes without one is an error); bytes of a runtime buffer lie inside that buffer as buffers.json gives it.
+// bytes without one is an error); bytes of a runtime buffer lie inside that buffer as buffers.json gives it; a
+// routing record names a layer with a router (`blk.N.ffn_gate_inp.weight` in memory-map.json) and experts below
+// that router's expert count.
 #pragma once
 
 #include <cstdint>
@@ -151,6 +153,10 @@ struct RunData {
   std::span<const trace::OpRecord> ops_of_step(uint32_t step) const;
   // Trace spans of one step.
   std::span<const trace::SpanRecord> spans_of_step(uint32_t step) const;
+  // Routing rows of one step (mixture-of-experts runs; empty otherwise), by layer, then token position.
+  std::span<const trace::RoutingRecord> routing_of_step(uint32_t step) const;
+  // Those of one layer (empty for a layer without routing).
+  std::span<const trace::RoutingRecord> routing_of_layer(uint32_t step, int layer) const;
   // The step's graph JSON, or nullptr when unknown.
   const nlohmann::json* graph_of_step(uint32_t step) const;
   // The model tensor containing this absolute file offset, or nullptr (padding, header).
@@ -159,8 +165,8 @@ struct RunData {
   // Model hyperparameters from run.json (model.config), null when absent.
   const nlohmann::json& model_config() const;
 
-  // [first, last) index into trace.ops / trace.spans per step; filled by load_run.
-  std::vector<std::pair<size_t, size_t>> step_ops, step_spans;
+  // [first, last) index into trace.ops / trace.spans / trace.routing per step; filled by load_run.
+  std::vector<std::pair<size_t, size_t>> step_ops, step_spans, step_routing;
 };
 
 // Loads `dir` (see the top of this file for what is required). Throws tt::Error.

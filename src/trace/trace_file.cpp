@@ -127,7 +127,7 @@ void put_block_header(uint8_t* block, size_t length) {
   std::memcpy(block + sizeof(fields), &checksum, sizeof(checksum));
 }
 
-// The block header at `pos` of a version-7 file: what is there and how the bytes after it hold its records.
+// The block header at `pos` of a version-8 file: what is there and how the bytes after it hold its records.
 struct BlockAt {
   enum { WHOLE, CUT, NOT_A_BLOCK } state;
   uint32_t magic = 0, length = 0;  // magic: when at least 4 bytes are left; length: when the header is whole
@@ -287,6 +287,23 @@ void TraceWriter::io(const IoRecord& r) {
     put<uint64_t>(buffer_, w.minor_faults);
     put<uint64_t>(buffer_, w.read_bytes);
   }
+  end_record();
+}
+
+void TraceWriter::routing(uint32_t step, uint16_t layer, int32_t token_pos, std::span<const int32_t> experts,
+                          std::span<const float> weights, float margin) {
+  TT_CHECK(experts.size() == weights.size() && experts.size() <= kMaxRoutedExperts,
+           "ROUTING record of {} experts and {} weights", experts.size(), weights.size());
+  begin_record(RecordKind::ROUTING);
+  put<uint32_t>(buffer_, step);
+  put<uint16_t>(buffer_, layer);
+  put<int32_t>(buffer_, token_pos);
+  put<uint8_t>(buffer_, static_cast<uint8_t>(experts.size()));
+  for (size_t i = 0; i < experts.size(); ++i) {
+    put<uint32_t>(buffer_, static_cast<uint32_t>(experts[i]));
+    put<float>(buffer_, weights[i]);
+  }
+  put<float>(buffer_, margin);
   end_record();
 }
 
@@ -694,6 +711,27 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             w.read_bytes = r.get<uint64_t>();
           }
           out.io.push_back(std::move(io));
+          break;
+        }
+        case RecordKind::ROUTING: {
+          if (out.version < 7) fail("ROUTING record in a version {} trace", out.version);
+          RoutingRecord x;
+          x.step = r.get<uint32_t>();
+          x.layer = r.get<uint16_t>();
+          x.token_pos = r.get<int32_t>();
+          const uint8_t k = r.get<uint8_t>();
+          if (k == 0 || k > kMaxRoutedExperts) fail("ROUTING record of {} experts (1 to {})", k, kMaxRoutedExperts);
+          // The record holds exactly k (expert, weight) pairs and the margin.
+          if (r.remaining() != k * 8u + 4)
+            fail("ROUTING record of {} experts is {} bytes, expected {}", k, len, 15 + k * 8u);
+          x.experts.resize(k);
+          x.weights.resize(k);
+          for (uint8_t i = 0; i < k; ++i) {
+            x.experts[i] = r.get<uint32_t>();
+            x.weights[i] = r.get<float>();
+          }
+          x.margin = r.get<float>();
+          out.routing.push_back(std::move(x));
           break;
         }
         default:

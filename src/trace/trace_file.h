@@ -94,6 +94,9 @@ class TraceWriter {
   void span(const SpanRecord& s);
   void step_end(const StepMarker& m);
   void io(const IoRecord& r);
+  // One token's routing in one layer (ROUTING): experts and weights of the same length, at most kMaxRoutedExperts.
+  void routing(uint32_t step, uint16_t layer, int32_t token_pos, std::span<const int32_t> experts,
+               std::span<const float> weights, float margin);
   // Pushes buffered records to the file (the tracer calls it after whole steps: past kFlushBytes, at least every
   // 500 ms, and at the end).
   void flush();
@@ -135,18 +138,20 @@ struct TraceContents {
   bool complete = true;      // false when the file ends inside a record or a block
   uint64_t stopped_at = 0;   // byte offset where reading stopped
   std::string stop_reason;   // why it stopped early (truncated record, ...)
+  // Version 7, mixture-of-experts runs: per step, layer and token, in record order (a step's after its ops).
+  std::vector<RoutingRecord> routing;
 };
 
-// Version 7's block of `records` (whole records): its header (magic, length, XXH3-64 of the records) and the records,
+// Version 8's block of `records` (whole records): its header (magic, length, XXH3-64 of the records) and the records,
 // appended to out. The writer seals each flush so; tests build files with it.
 void seal_block(std::span<const uint8_t> records, std::vector<uint8_t>& out);
-// Recomputes in place the checksum of every whole block of a version-7 file, up to the first that is cut short or has
+// Recomputes in place the checksum of every whole block of a version-8 file, up to the first that is cut short or has
 // no block magic (the fuzzers: a mutated payload then reaches the record parser, not only the checksum).
 void reseal_blocks(std::span<uint8_t> file);
 
 // Reads a whole trace. A truncated tail (a run killed midway: the file ends inside the last block) is not an error:
 // every complete record is returned (those of a cut block unverified) and complete/stopped_at/stop_reason say where
-// and why reading stopped. A corrupt file is an Error; version 7's blocks are verified, and a checksum mismatch, a
+// and why reading stopped. A corrupt file is an Error; version 8's blocks are verified, and a checksum mismatch, a
 // missing block magic or a block whose length runs into the next block names the block's byte offset.
 TraceContents read_trace(const std::string& path);
 // The same from the file's bytes; `path` names it in messages (fuzzed: fuzz/fuzz_trace.cpp).

@@ -49,21 +49,31 @@ std::string iso_now() {
 }
 
 json config_json(const ModelConfig& c) {
-  return {{"architecture", c.arch_name},
-          {"name", c.name},
-          {"n_vocab", c.n_vocab},
-          {"n_ctx_train", c.n_ctx_train},
-          {"n_embd", c.n_embd},
-          {"n_layer", c.n_layer},
-          {"n_ff", c.n_ff},
-          {"n_head", c.n_head},
-          {"n_head_kv", c.n_head_kv},
-          {"head_dim", c.head_dim},
-          {"n_rot", c.n_rot},
-          {"rope_base", c.rope_base},
-          {"rope_freq_scale", c.rope_freq_scale},
-          {"rope_neox", c.rope_neox},
-          {"rms_eps", c.rms_eps}};
+  json j = {{"architecture", c.arch_name},
+            {"name", c.name},
+            {"n_vocab", c.n_vocab},
+            {"n_ctx_train", c.n_ctx_train},
+            {"n_embd", c.n_embd},
+            {"n_layer", c.n_layer},
+            {"n_ff", c.n_ff},
+            {"n_head", c.n_head},
+            {"n_head_kv", c.n_head_kv},
+            {"head_dim", c.head_dim},
+            {"n_rot", c.n_rot},
+            {"rope_base", c.rope_base},
+            {"rope_freq_scale", c.rope_freq_scale},
+            {"rope_neox", c.rope_neox},
+            {"rms_eps", c.rms_eps}};
+  if (c.n_expert > 0) {
+    j["n_expert"] = c.n_expert;
+    j["n_expert_used"] = c.n_expert_used;
+    j["n_ff_exp"] = c.n_ff_exp;
+    j["n_ff_shexp"] = c.n_ff_shexp;
+    j["expert_gating"] = c.gating == ExpertGating::SOFTMAX ? "softmax" : "sigmoid";
+    j["expert_weights_norm"] = c.expert_weights_norm;
+    j["expert_weights_scale"] = c.expert_weights_scale;
+  }
+  return j;
 }
 
 }  // namespace

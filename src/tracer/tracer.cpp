@@ -25,6 +25,7 @@
 #include "exec/executor.h"
 #include "exec/thread_pool.h"
 #include "gguf/memory_map.h"
+#include "graph/builder.h"
 #include "model/forward.h"
 #include "tokenizer/tokenizer.h"
 #include "trace/hash.h"
@@ -265,11 +266,19 @@ Tracer::GraphNames Tracer::intern_graph(const Graph& g, const AllocPlan& plan) {
       names.activation_peak = live, names.activation_peak_node = names.events.back().tensor;
   }
   for (const Node& n : g.nodes()) {
-    bool fixed = n.op != OpKind::GET_ROWS && n.write.pool != Pool::KV_CACHE && n.out->storage().pool != Pool::KV_CACHE;
+    const uint32_t i = static_cast<uint32_t>(names.repeatable.size());
+    // MUL_MAT_ID reads the experts this step's router chose: known only once the node starts, so compared at the
+    // step's end (routed), not in the waits before it.
+    const bool routed = has_routed_reads(n);
+    bool fixed = !routed && n.op != OpKind::GET_ROWS && n.write.pool != Pool::KV_CACHE &&
+                 n.out->storage().pool != Pool::KV_CACHE;
     for (const Tensor* s : n.src) fixed = fixed && s->storage().pool != Pool::KV_CACHE;
     for (const ByteRange& r : n.reads) fixed = fixed && r.pos_begin < 0 && r.pool != Pool::KV_CACHE;
     names.repeatable.push_back(fixed);
-    if (!fixed) names.compared.push_back(static_cast<uint32_t>(names.repeatable.size() - 1));
+    if (routed)
+      names.routed.push_back(i);
+    else if (!fixed)
+      names.compared.push_back(i);
     names.view.push_back(op_is_view(n.op));
   }
   return names;
@@ -434,7 +443,7 @@ void Tracer::on_graph_ready(const Graph& g, const AllocPlan& plan, std::span<con
   if (options_.compact && fields_.size() < n) fields_.resize(n);
   rec.names = names_;
   rec.graph = &g;
-  rec.chosen = rec.full = rec.written = 0;
+  rec.chosen = rec.full = rec.written = rec.routing_written = 0;
   rec.deferred = rec.begun = false;
   rec.choices.assign(n, RecordChoice::ADVANCE);  // the repeatable nodes' (choose_record's shortcut)
   rec.change_spans.resize(n);
@@ -625,12 +634,15 @@ bool Tracer::choose_next_record() {
   // One compared node a call (a fraction of a microsecond).
   const std::vector<uint32_t>& compared = r.names->compared;
   if (r.chosen == compared.size()) return false;
-  const uint32_t i = compared[r.chosen++];
+  choose(r, compared[r.chosen++]);
+  return r.chosen < compared.size();
+}
+
+void Tracer::choose(StepRecords& r, uint32_t i) {
   const auto changes_begin = static_cast<uint32_t>(r.changes.size());
   r.choices[i] = choose_record(r, i);
   r.full += r.choices[i] == RecordChoice::FULL;
   r.change_spans[i] = {changes_begin, static_cast<uint32_t>(r.changes.size())};
-  return r.chosen < compared.size();
 }
 
 bool Tracer::idle_pieces(bool choose, const IdleStop& stop) {
@@ -814,6 +826,17 @@ bool Tracer::write_records_piece(StepRecords& r) {
     r.written = end;
     return true;
   }
+  if (r.routing_written < r.routing_rows.size()) {
+    const size_t end = std::min(r.routing_rows.size(), r.routing_written + kNodesAPiece);
+    const size_t k = r.routing_k;
+    for (size_t i = r.routing_written; i < end; ++i) {
+      const StepRecords::RoutingRow& row = r.routing_rows[i];
+      writer_.routing(r.marker.step, row.layer, row.token_pos, std::span(r.routing_experts).subspan(i * k, k),
+                      std::span(r.routing_weights).subspan(i * k, k), row.margin);
+    }
+    r.routing_written = end;
+    return true;
+  }
   // Buffer timeline: allocations when their node starts, frees when it ends. The events themselves are the
   // graph's (cached with its names); a step keeps only the run thread's node times, expanded into buffers.json
   // by finish(). They go to a scratch file with each flush: memory that grows with the run costs a step far more
@@ -911,6 +934,24 @@ void Tracer::write_advance_run(const StepRecords& step, size_t first, size_t end
                       times, n_spans);
 }
 
+void Tracer::copy_routing(StepRecords& r, const StepOutcome& o) {
+  r.routing_rows.clear(), r.routing_experts.clear(), r.routing_weights.clear();
+  r.routing_k = o.routing.empty() ? 0 : static_cast<size_t>(o.routing.front().n_used());
+  for (const LayerRouting& l : o.routing) {
+    const int64_t k = l.n_used(), n = l.n_tokens();
+    TT_CHECK(static_cast<size_t>(k) == r.routing_k && k <= trace::kMaxRoutedExperts,
+             "layer {} routes to {} experts a token", l.layer, k);
+    for (int64_t t = 0; t < n; ++t) {
+      // Rows are the step's last n tokens (the last layer of a prompt routes only its last token).
+      r.routing_rows.push_back({static_cast<uint16_t>(l.layer), o.pos_end - static_cast<int32_t>(n - t), l.margin(t)});
+      for (int64_t slot = 0; slot < k; ++slot) {
+        r.routing_experts.push_back(l.expert(t, slot));
+        r.routing_weights.push_back(l.weight(t, slot));
+      }
+    }
+  }
+}
+
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{*this};
   // A piece's failure (the flag first: a thread between runs may be setting it meanwhile).
@@ -943,9 +984,12 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (!keep_begun) finish_previous_step();
   while (choose_next_record()) {
   }
+  if (rec.compact)
+    for (const uint32_t i : rec.names->routed) choose(rec, i);
   rec.marker.end_ns = o.end_ns - t0_;
   rec.marker.token = o.sampled.token, rec.marker.probability = o.sampled.probability;
   rec.marker.ended = true;
+  copy_routing(rec, o);
   rec.buffers = {static_cast<uint32_t>(o.step),
                  rec.names,
                  0,
@@ -983,6 +1027,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
   next.n_ops = graph_->nodes().size();
   next.graph = step_graph_.back();
   next.records = rec.deferred ? &rec : nullptr;
+  // Read by the line before this slot's next use: the next step's end finishes it (finish_previous_step).
+  next.routing = rec.routing_rows.empty() ? nullptr : &rec;
   opened();
   next.outcome_known = true;
   pending_.store(true, std::memory_order_release);
@@ -1110,6 +1156,7 @@ bool Tracer::previous_step_piece() {
   j.end_array();
   j.field("top1_top2_gap", land.top.size() > 1 ? l.top_logits[0] - l.top_logits[1] : 0.0f)
       .field("entropy", land.entropy);
+  if (l.routing) write_routing_field(j, *l.routing);
   j.key("hidden_stats");
   l.hidden_stats.write(j);
   j.key("logits_stats");
@@ -1123,6 +1170,24 @@ bool Tracer::previous_step_piece() {
   steps_pending_ += '\n';
   pending_.store(false, std::memory_order_release);
   return false;
+}
+
+void Tracer::write_routing_field(JsonLine& j, const StepRecords& r) {
+  // "routing": [{"layer": L, "pos_begin": P, "experts": [[ids of token P], [ids of P + 1], ...]}, ...]
+  j.begin_array("routing");
+  const size_t k = r.routing_k;
+  for (size_t i = 0; i < r.routing_rows.size();) {
+    const uint16_t layer = r.routing_rows[i].layer;
+    j.begin_object().field("layer", static_cast<uint32_t>(layer)).field("pos_begin", r.routing_rows[i].token_pos);
+    j.begin_array("experts");
+    for (; i < r.routing_rows.size() && r.routing_rows[i].layer == layer; ++i) {
+      j.begin_array();
+      for (size_t s = 0; s < k; ++s) j.value(r.routing_experts[i * k + s]);
+      j.end_array();
+    }
+    j.end_array().end_object();
+  }
+  j.end_array();
 }
 
 void Tracer::flush_node_times() {

@@ -109,6 +109,7 @@ class Tracer : public GenerateObserver {
     std::vector<uint32_t> ids, node_offset;
     std::vector<uint8_t> repeatable;  // node reads and writes only step-independent bytes
     std::vector<uint32_t> compared;   // the other nodes, in order: choose_record compares their placement each step
+    std::vector<uint32_t> routed;     // nodes whose reads the step's routing decides: compared at the step's end
     std::vector<uint8_t> view;        // node is a view (no SPAN records)
     struct Event {                    // the allocation plan's events (the same for every step of the graph)
       int node;
@@ -160,16 +161,34 @@ class Tracer : public GenerateObserver {
     const Graph* graph = nullptr;
     trace::StepMarker marker;  // ended once the step has ended
     StepBuffers buffers;       // the buffer timeline's entry (times_at set as it is written)
+    // Mixture-of-experts runs: the step's routing, copied at its end (the engine's tensors are overwritten by the
+    // next step, in whose waits these records may be written). Row i is routing_rows[i]; its experts and weights are
+    // [i * routing_k, (i + 1) * routing_k) of routing_experts and routing_weights.
+    struct RoutingRow {
+      uint16_t layer;
+      int32_t token_pos;
+      float margin;
+    };
+    std::vector<RoutingRow> routing_rows;
+    std::vector<int32_t> routing_experts;
+    std::vector<float> routing_weights;
+    size_t routing_k = 0;
     // Written at the step's end, or deferred to the next step's waits (previous_step_piece).
     bool deferred = false, begun = false;  // begun: STEP_BEGIN written
     size_t written = 0;                    // nodes whose records are written (write_records_piece)
+    size_t routing_written = 0;            // routing rows written
   };
+  // The step's routing (StepOutcome::routing) into r's routing rows.
+  static void copy_routing(StepRecords& r, const StepOutcome& o);
+  // The steps.jsonl line's `routing` field: per layer, the first token's position and each token's experts.
+  static void write_routing_field(JsonLine& j, const StepRecords& r);
   StepRecords records_[2];
   int running_ = 0;  // records_[running_]: the running step's
   // Updates fields_[i] for ADVANCE and DELTA, and appends a DELTA's changes (field, difference) to r.changes.
   RecordChoice choose_record(StepRecords& r, size_t i);
   // Chooses the running step's next compared node's record; false once every node has one.
   bool choose_next_record();
+  void choose(StepRecords& r, uint32_t i);  // node i's record choice (choose_record) and its changes' span
   // Idle work, on one thread at a time (idle_busy_), a piece at a time until stop.requested() or none is left: the
   // previous step's records, landscape, hash and line, then with `choose` choose_next_record. False once none is
   // left; true also when another thread holds idle_busy_.
@@ -247,7 +266,8 @@ class Tracer : public GenerateObserver {
     // 1.03 on two); a slower writer hides it, and the flush costs more than it saves (synth-qwen2-256, 163 ns a
     // line: 0.94 -> 0.91 on one core complex, though 0.91 -> 0.94 on two).
     bool evict_logits = false;
-    StepRecords* records = nullptr;  // not yet written (RECORDS)
+    StepRecords* records = nullptr;        // not yet written (RECORDS)
+    const StepRecords* routing = nullptr;  // the step's routing rows, for the line (none: a dense model)
     LandscapeInPieces landscape;
     std::vector<float> top_logits;  // the landscape's top ids' logits and the chosen token's, for the line
     float chosen_logit = 0;

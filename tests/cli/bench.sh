@@ -60,6 +60,25 @@ grep -q "round trip" "$scratch/plain-err" && fail "one thread: a round trip prin
 [ "$(grep -c '| tg4 |' "$scratch/plain")" -eq 1 ] || fail "plain bench: expected one tg4 row: $(cat "$scratch/plain")"
 grep -q 'traced/untraced' "$scratch/plain" && fail "plain bench printed an overhead line"
 
+# Generation's weight-read rate beside the machine's read bandwidth (the --bandwidth probe), on stderr.
+grep -Eq '^tg4: weight reads [0-9]+\.[0-9]{2} GB/s \([0-9]+\.[0-9] MiB per token\), [0-9]+% of the machine'"'"'s read bandwidth [0-9]+\.[0-9]{2} GB/s with 1 thread \(bench --bandwidth\)$' \
+  "$scratch/plain-err" || fail "plain bench: no weight-read rate beside the read bandwidth: $(cat "$scratch/plain-err")"
+
+# --bandwidth: the probe alone, no model needed; 1 thread and -t threads.
+if "$bin" bench --bandwidth -t 2 >"$scratch/bw" 2>"$scratch/bw-err"; then
+  grep -Eq '^read bandwidth \(2048 MiB array, best of 3 passes\): [0-9]+\.[0-9]{2} GB/s with 1 thread, [0-9]+\.[0-9]{2} GB/s with 2 threads$' \
+    "$scratch/bw" || fail "bench --bandwidth: unexpected output: $(cat "$scratch/bw")"
+  grep -Eq ' 0\.00 GB/s' "$scratch/bw" && fail "bench --bandwidth: a rate of 0"
+else
+  fail "bench --bandwidth exited non-zero: $(cat "$scratch/bw-err")"
+fi
+# Without --bandwidth a model is required.
+if "$bin" bench -n 4 >/dev/null 2>"$scratch/err"; then
+  fail "bench without -m exited 0"
+elif ! grep -q -- '-m MODEL is required' "$scratch/err"; then
+  fail "bench without -m: unclear error: $(cat "$scratch/err")"
+fi
+
 # --kernel-isa caps the kernels' instruction set; the backend column names the one used.
 "$bin" bench -m "$model" -p 4 -n 4 -t 1 -r 1 --kernel-isa scalar >"$scratch/scalar" 2>/dev/null ||
   fail "bench --kernel-isa scalar exited non-zero"

@@ -87,6 +87,9 @@ if hm:
         print(f"FAIL: step 1 should read one embedding row ({row_bytes} bytes): {rows.get(emb)}")
 expect("/api/runs/0/heatmap?step=5&cumulative=1&bins=10&start=0&end=1000", 200, lambda d: d["end"] == 1000)
 expect("/api/runs/0/summary", 200, lambda d: len(d["steps"]) == 6 and len(d["hottest_tensors"]) > 0)
+# A dense run has no routing: the run says so, and the routing route answers 404 with a JSON error.
+expect("/api/runs/0/run", 200, lambda d: d["derived"]["routed"] is False)
+expect("/api/runs/0/routing", 404, lambda d: "no expert routing" in d["error"])
 # The web app's files, nothing else.
 expect("/", 200, lambda b: b"test app" in b)
 expect("/assets/app.js", 200)

@@ -4,7 +4,7 @@
 // Usage: node e2e/e2e.mjs TENSORTRACE_BINARY REPO_DIR SCREENSHOT_DIR [--measure RUN_DIR]
 import { chromium } from 'playwright-core';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -241,6 +241,7 @@ async function main() {
     check((await page.locator('#hottest tr').count()) > 5, 'hottest tensors listed');
     check((await page.locator('#threads tr.thread-row').count()) === info.derived.threads, 'thread time: a row per thread');
     await page.locator('#summary').screenshot({ path: join(shots, 'summary.png') });
+    check((await page.locator('#experts').count()) === 0, 'a dense run has no Experts view');
     // compare mode
     check((await page.locator('#compare-ops tr').count()) > 5, 'compare: time per op kind A vs B');
     check((await page.locator('#compare-tokens .tokpair.differ').count()) > 0, 'compare: differing tokens marked');
@@ -273,7 +274,8 @@ async function main() {
     for (const p of ['api/runs', 'api/runs/1/run', 'api/runs/0/steps?from=0&to=3', 'api/runs/0/ops?i=7',
       'api/runs/0/ops?op=MUL_MAT&locate=0&limit=3', 'api/runs/0/spans?limit=1', 'api/runs/0/spans?t0=0&t1=1',
       'api/runs/0/graph?step=0&timing_only=1', 'api/runs/0/buffers?max_events=100000&px=3',
-      'api/runs/0/heatmap?step=1&cumulative=0&bins=5', 'api/runs/0/ops?limit=nope', 'api/runs/9/run']) await api(p);
+      'api/runs/0/heatmap?step=1&cumulative=0&bins=5', 'api/runs/0/ops?limit=nope', 'api/runs/9/run',
+      'api/runs/0/routing']) await api(p);
     await Promise.all(pending);
     const routes = ['runs', 'run', 'memory-map', 'steps', 'ops', 'spans', 'graph', 'graph?timing_only', 'buffers', 'heatmap', 'summary'];
     const missing = routes.filter((r) => !validator.seen.has(r));
@@ -371,7 +373,92 @@ async function measure(dir) {
   }
 }
 
-main().catch((e) => { console.error(e); failures++; }).finally(() => {
+// A mixture-of-experts run (synth-qwen3moe-256 from ../shared; skipped when absent): the page loads without errors,
+// the table lists its MUL_MAT_ID ops, and selecting one outlines its model-file ranges on the heatmap: one slab per
+// expert the step's tokens chose, never the whole tensor.
+async function moe() {
+  const model = join(repo, '..', 'shared', 'models', 'synth-qwen3moe-256.Q4_K_M.gguf');
+  if (!existsSync(model)) { console.log('skip: MoE run (no ../shared/models)'); return; }
+  const dir = join(scratch, 'run-moe');
+  execFileSync(bin, ['run', '-m', model, '-p', 'Once upon a time', '-n', '6', '--temp', '0', '-t', '2', '-o', dir], { stdio: 'ignore' });
+  const server = await startServer([dir]);
+  const browser = await launch();
+  try {
+    const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    await page.goto(server.url, { waitUntil: 'load' });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    const info0 = await (await fetch(`${server.url}api/runs/0/run`)).json();
+    check(errors.length === 0, `MoE run: no page errors (${errors.join(' | ')})`);
+    check((await inkOf(page, '#heat-canvas')) > 1000, 'MoE run: heatmap canvas has content');
+    await page.selectOption('#tf-op', 'MUL_MAT_ID');
+    const rows = '#table-scroll .trow[data-i]:not([data-i=""])';
+    await page.waitForFunction((sel) => document.querySelector(sel)?.children[4]?.textContent === 'MUL_MAT_ID', rows);
+    const count = (await page.textContent('#table-count')).replace(/[^0-9]/g, '');
+    check(Number(count) === 3 * 4 * 6, `MoE run: the table lists every MUL_MAT_ID (${count} = 3 per layer, 4 layers, 6 steps)`);
+    const row = page.locator(rows).nth(4);
+    const i = await row.getAttribute('data-i');
+    await row.click();
+    await page.waitForFunction(() => Number(document.querySelector('#heat-canvas').dataset.selectedRanges) > 0);
+    const shown = Number(await page.getAttribute('#heat-canvas', 'data-selected-ranges'));
+    const op = (await (await fetch(`${server.url}api/runs/0/ops?i=${i}`)).json()).rows[0];
+    const map = await (await fetch(`${server.url}api/runs/0/memory-map`)).json();
+    const w = map.tensors.find((t) => t.name === op.inputs[0].name);
+    const slab = w.size_bytes / w.shape[2];
+    const ranges = op.inputs[0].ranges;
+    check(op.op === 'MUL_MAT_ID' && ranges.length === shown && shown < w.shape[2],
+      `MoE run: the selected ${op.name} outlines its ${shown} expert ranges of ${w.shape[2]} experts`);
+    check(ranges.every((r) => r[3] === slab && (r[2] - w.offset_start) % slab === 0),
+      `MoE run: each range of ${op.name} is one expert's slab of ${slab} bytes`);
+    await page.locator('#heatmap').screenshot({ path: join(shots, 'moe-heatmap.png') });
+    check(errors.length === 0, `MoE run: no page errors after selecting (${errors.join(' | ')})`);
+
+    // The Experts view: a routed layer x expert cell each; the selected MUL_MAT_ID's experts outlined (the same
+    // experts whose slabs it read); a generated token's k experts per layer outlined; a clicked cell's expert
+    // outlined on the file heatmap, one slab per expert tensor of its layer.
+    const validator = await apiValidator();
+    const routingResp = await fetch(`${server.url}api/runs/0/routing`);
+    const routing = await routingResp.json();
+    validator.check(`${server.url}api/runs/0/routing`, routingResp.status, routing);
+    validator.check(`${server.url}api/runs/0/run`, 200, info0);
+    check(routingResp.status === 200 && info0.derived.routed === true, 'MoE run: routed, and /routing answers');
+    const L = routing.layers.length, E = routing.n_expert, K = routing.top_k;
+    check(L === 4 && E === w.shape[2] && K === 8, `MoE run: routing of ${L} layers, ${E} experts, top ${K}`);
+    await page.locator('#experts').scrollIntoViewIfNeeded();
+    await page.waitForFunction(() => Number(document.querySelector('#experts-canvas')?.dataset.cells) > 0);
+    const exp = (k) => page.getAttribute('#experts-canvas', `data-${k}`);
+    check(Number(await exp('cells')) === L * E, `Experts view: ${await exp('cells')} cells = ${L} layers x ${E} experts`);
+    // Drawn once scrolled into view (the op was selected while the view was out of sight).
+    await page.waitForFunction(() => Number(document.querySelector('#experts-canvas').dataset.opOutlined) > 0, null, { timeout: 10000 })
+      .catch(() => {});
+    check(Number(await exp('op-outlined')) === shown,
+      `Experts view: the selected ${op.name} outlines the ${shown} experts it read (${await exp('op-outlined')})`);
+    const last = String(info0.derived.steps - 1);
+    await page.locator('#step-slider').focus();
+    await page.keyboard.press('End');
+    await page.waitForFunction((s) => document.querySelector('#experts-canvas').dataset.step === s, last);
+    check(Number(await exp('outlined')) === K * L,
+      `Experts view: generated token of step ${last} has its ${K} experts outlined in each of ${L} layers (${await exp('outlined')})`);
+    check((await page.locator('#experts-weights .mono').count()) === L, 'Experts view: the token\'s weights per layer');
+    const box = await page.locator('#experts-canvas').boundingBox();
+    const cw = (box.width - 34) / E;
+    await page.mouse.click(box.x + 34 + cw * 5.5, box.y + 22 * 1 + 11);  // layer 1, expert 5
+    await page.waitForFunction(() => Number(document.querySelector('#heat-canvas').dataset.expertSlabs) > 0);
+    const expTensors = map.tensors.filter((t) => t.layer === routing.layers[1] && /_exps\.weight$/.test(t.name)).length;
+    check(Number(await page.getAttribute('#heat-canvas', 'data-expert-slabs')) === expTensors,
+      `Experts view: selecting expert 5 of layer ${routing.layers[1]} outlines its ${expTensors} slabs on the file heatmap`);
+    await page.mouse.move(0, 0);  // no tooltip in the screenshot
+    await page.locator('#experts').screenshot({ path: join(shots, 'experts.png') });
+    check(errors.length === 0, `MoE run: no page errors in the Experts view (${errors.join(' | ')})`);
+  } finally {
+    await browser.close();
+    await stopServer(server);
+  }
+}
+
+main().then(() => (measureDir ? null : moe())).catch((e) => { console.error(e); failures++; }).finally(() => {
   rmSync(scratch, { recursive: true, force: true });
   console.log(failures ? `${failures} failure(s)` : 'all e2e checks passed');
   process.exit(failures ? 1 : 0);

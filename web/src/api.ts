@@ -27,6 +27,7 @@ export const RunInfo = object({
     stop_reason: str,  // "" for a complete run
     graphs: num, buffers: array(BufferInfo),
     file_size: num,  // of the model file
+    routed: bool,  // the trace has expert routing (a mixture-of-experts run): the Experts view and /routing apply
     step_times: array(tuple(num, num, str)),  // per step: start_ns, end_ns, phase
     step_graph: array(num),  // per step: its graph's id (-1: none recorded); [] without graphs/index.json
   }),
@@ -137,6 +138,13 @@ export const Summary = object({
 });
 
 // Every error: a 4xx (or 500) status with this body.
+// GET /api/runs/{i}/routing (mixture-of-experts runs; 404 otherwise): every routed token (step, position) in
+// execution order, and per token, routed layer (`layers` gives each one's model layer) and slot the chosen expert and
+// its weight, flattened [token][layer][slot]; -1 and 0 where a layer did not route the token (a prompt's last layer
+// routes only its last token).
+export const Routing = object({ n_expert: num, top_k: num, layers: array(num), tokens: array(tuple(num, num)),
+  experts: array(num), weights: array(num) });
+
 export const ApiErrorBody = object({ error: str });
 
 export type RunEntry = Infer<typeof RunEntry>;
@@ -156,6 +164,7 @@ export type Heatmap = Infer<typeof Heatmap>;
 export type ThreadTime = Infer<typeof ThreadTime>;
 export type SummaryStep = Infer<typeof SummaryStep>;
 export type Summary = Infer<typeof Summary>;
+export type Routing = Infer<typeof Routing>;
 
 // The answer's schema of each route (the last path segment; `graph` with timing_only=1 is GraphTiming), for the
 // e2e test's validation of live answers.
@@ -165,7 +174,7 @@ export function answerSchema(path: string, params: URLSearchParams): Schema<unkn
   const route = parts[3] ?? 'run';
   if (route === 'graph' && ['1', 'true'].includes(params.get('timing_only') ?? '')) return GraphTiming;
   const byRoute: Record<string, Schema<unknown>> = { run: RunInfo, 'memory-map': MemoryMap, steps: StepsPage,
-    ops: OpsPage, spans: Spans, graph: GraphResp, buffers: BuffersResp, heatmap: Heatmap, summary: Summary };
+    ops: OpsPage, spans: Spans, graph: GraphResp, buffers: BuffersResp, heatmap: Heatmap, summary: Summary, routing: Routing };
   return byRoute[route] ?? null;
 }
 
@@ -207,6 +216,7 @@ export class RunApi {
   buffers(p: Query, signal?: AbortSignal) { return this.get<BuffersResp>('buffers', p, signal); }
   heatmap(p: Query, signal?: AbortSignal) { return this.get<Heatmap>('heatmap', p, signal); }
   summary() { return this.get<Summary>('summary'); }
+  routing() { return this.get<Routing>('routing'); }
 }
 
 export function listRuns() { return getJSON<Infer<typeof RunList>>('api/runs'); }

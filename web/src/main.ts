@@ -7,6 +7,7 @@ import { el, tokenText } from './ui';
 import { Lifetime, type View } from './view';
 import { buffersView } from './views/buffers';
 import { compareView } from './views/compare';
+import { expertsView } from './views/experts';
 import { graphView } from './views/graph';
 import { heatmapView } from './views/heatmap';
 import { logitsView } from './views/logits';
@@ -38,10 +39,13 @@ async function open(runs: RunEntry[], active: number, life: Lifetime, show: (act
   const header = topBar(ctx, runs, active, getSteps, show);
   const heat = heatmapView(ctx), timeline = timelineView(ctx), table = tableView(ctx), graph = graphView(ctx);
   const buffers = buffersView(ctx), logits = logitsView(ctx, getSteps), summary = summaryView(ctx, getSummary);
-  for (const v of [header, heat, timeline, table, graph, buffers, logits, summary]) life.add(() => v.dispose());
+  // The Experts view only for a mixture-of-experts run (one whose trace has routing).
+  const experts = info.derived.routed ? expertsView(ctx) : null;
+  for (const v of [header, heat, timeline, table, graph, buffers, logits, summary, experts]) if (v) life.add(() => v.dispose());
   const compareSlot = el('div', { id: 'compare-slot' });
   app.replaceChildren(header.element, heat.element, timeline.element, el('div', { class: 'row2' }, table.element, graph.element),
-    el('div', { class: 'row2' }, buffers.element, logits.element), summary.element, compareSlot);
+    el('div', { class: 'row2' }, buffers.element, logits.element), ...(experts ? [experts.element] : []), summary.element,
+    compareSlot);
   store.sel.step = 0;
   const start = (v: View, name: string) => Promise.resolve(v.start?.()).then(() => {
     window.__tt.ready[name] = performance.now() - t0;
@@ -53,7 +57,8 @@ async function open(runs: RunEntry[], active: number, life: Lifetime, show: (act
   window.__tt.firstPaintMs = firstPaintMs;
   start(header, 'steps').catch((e: Error) => { if (e.name !== 'AbortError') throw e; });  // the label's tokens
   document.body.dataset.firstPaint = firstPaintMs.toFixed(0);
-  await Promise.all([start(graph, 'graph'), start(buffers, 'buffers'), start(logits, 'logits'), start(summary, 'summary')]);
+  await Promise.all([start(graph, 'graph'), start(buffers, 'buffers'), start(logits, 'logits'), start(summary, 'summary'),
+    ...(experts ? [start(experts, 'experts')] : [])]);
   life.signal.throwIfAborted();
   if (runs.length === 2) {
     const [a, b] = await Promise.all([new RunApi(0, life.signal).summary(), new RunApi(1, life.signal).summary()]);

@@ -6,12 +6,13 @@ export interface Selection {
   op: OpRow | null;          // selected op (table, graph, timeline)
   tensor: string | null;     // selected weight tensor (heatmap, graph leaf)
   range: [number, number] | null;  // selected byte range of the model file
+  expert: { layer: number; expert: number } | null;  // selected expert of a mixture-of-experts model (Experts view)
 }
 
-type Key = 'step' | 'op' | 'tensor' | 'range' | 'cumulative';
+type Key = 'step' | 'op' | 'tensor' | 'range' | 'cumulative' | 'expert';
 
 export class Store {
-  sel: Selection = { step: 0, op: null, tensor: null, range: null };
+  sel: Selection = { step: 0, op: null, tensor: null, range: null, expert: null };
   cumulative = true;
   private listeners = new Map<Key, Set<() => void>>();
 
@@ -36,5 +37,6 @@ export class Store {
     this.sel.range = range;
     this.emit('tensor');
   }
+  setExpert(e: { layer: number; expert: number } | null) { this.sel.expert = e; this.emit('expert'); }
   setCumulative(c: boolean) { this.cumulative = c; this.emit('cumulative'); }
 }

@@ -180,3 +180,66 @@ export function stepAtTime(steps: { start_ns?: number }[], t: number): number {
 export function shapeString(shape: number[] | null | undefined): string {
   return shape ? `[${shape.join(', ')}]` : '[dynamic]';
 }
+
+// --- mixture-of-experts routing (GET /api/runs/{i}/routing) ---
+
+export interface RoutingTable { n_expert: number; top_k: number; layers: number[]; tokens: [number, number][];
+  experts: number[]; weights: number[] }
+
+// Picks per (routed layer, expert), flattened [layer][expert], of the tokens of `step` (cumulative: of every step up
+// to it), and the largest count.
+export function expertCounts(r: RoutingTable, step: number, cumulative: boolean): { counts: number[]; max: number } {
+  const L = r.layers.length, counts = new Array<number>(L * r.n_expert).fill(0);
+  let max = 0;
+  r.tokens.forEach(([s], t) => {
+    if (cumulative ? s > step : s !== step) return;
+    for (let l = 0; l < L; l++) for (let k = 0; k < r.top_k; k++) {
+      const e = r.experts[(t * L + l) * r.top_k + k];
+      if (e < 0 || e >= r.n_expert) continue;
+      max = Math.max(max, ++counts[l * r.n_expert + e]);
+    }
+  });
+  return { counts, max };
+}
+
+// Indices into r.tokens of the tokens of one step, in position order.
+export function tokensOfStep(r: RoutingTable, step: number): number[] {
+  const out: number[] = [];
+  r.tokens.forEach(([s], t) => { if (s === step) out.push(t); });
+  return out;
+}
+
+// A token's chosen experts per routed layer, in slot order with their weights (empty where the layer did not route it).
+export function tokenExperts(r: RoutingTable, token: number): [number, number][][] {
+  const L = r.layers.length;
+  return r.layers.map((_, l) => {
+    const out: [number, number][] = [];
+    for (let k = 0; k < r.top_k; k++) {
+      const i = (token * L + l) * r.top_k + k;
+      if (r.experts[i] >= 0) out.push([r.experts[i], r.weights[i]]);
+    }
+    return out;
+  });
+}
+
+// The experts one model layer chose at a step (any of its tokens): what that layer's MUL_MAT_IDs read.
+export function stepLayerExperts(r: RoutingTable, step: number, layer: number): Set<number> {
+  const l = r.layers.indexOf(layer), out = new Set<number>();
+  if (l < 0) return out;
+  for (const t of tokensOfStep(r, step)) for (const [e] of tokenExperts(r, t)[l]) out.add(e);
+  return out;
+}
+
+// The byte ranges of one expert in the model file: its slab of each of the layer's 3-D `*_exps` tensors (ggml keeps
+// an expert's rows contiguous: [ne0, ne1, n_expert]).
+export function expertSlabs(tensors: MapTensor[], layer: number, expert: number): [number, number][] {
+  const out: [number, number][] = [];
+  for (const t of tensors) {
+    if (t.layer !== layer || t.shape.length !== 3 || !/_exps\.weight$/.test(t.name)) continue;
+    const n = t.shape[2];
+    if (!(expert >= 0 && expert < n)) continue;
+    const slab = t.size_bytes / n;
+    out.push([t.offset_start + expert * slab, t.offset_start + (expert + 1) * slab]);
+  }
+  return out;
+}

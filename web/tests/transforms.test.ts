@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
-  compareBy, compareTokens, filterGraph, formatBytes, formatNs, heatColor, heatRGB, panWindow, peakOf, Scale, stepAtTime,
-  tensorAt, tensorColor, zoomWindow, type GraphEdge, type GraphNode, type MapTensor,
+  compareBy, compareTokens, expertCounts, expertSlabs, filterGraph, formatBytes, formatNs, heatColor, heatRGB, panWindow, peakOf, Scale, stepAtTime,
+  stepLayerExperts, tensorAt, tensorColor, tokenExperts, tokensOfStep, zoomWindow, type GraphEdge, type GraphNode,
+  type MapTensor, type RoutingTable,
 } from '../src/transforms';
 
 const t = (name: string, s: number, e: number, layer: number | null = null): MapTensor => ({
@@ -118,5 +119,36 @@ describe('filterGraph outside layers', () => {
     const f = filterGraph(nodes, edges, null);
     expect(f.nodes.map((n) => n.id)).toEqual(['a', 'b', 'c']);
     expect([...f.boundary]).toEqual(['b']);
+  });
+});
+
+describe('expert routing', () => {
+  // Two steps: a 2-token prompt (the last layer routes only its last token), one generated token; 2 layers, top 2.
+  const r: RoutingTable = {
+    n_expert: 4, top_k: 2, layers: [0, 1], tokens: [[0, 0], [0, 1], [1, 2]],
+    experts: [0, 1, -1, -1, /**/ 1, 2, 3, 0, /**/ 1, 3, 2, 0],
+    weights: [0.6, 0.4, 0, 0, /**/ 0.7, 0.3, 0.5, 0.5, /**/ 0.9, 0.1, 0.8, 0.2],
+  };
+  it('counts picks per layer and expert for a step and cumulatively', () => {
+    expect(expertCounts(r, 0, false)).toEqual({ counts: [1, 2, 1, 0, 1, 0, 0, 1], max: 2 });
+    expect(expertCounts(r, 1, false)).toEqual({ counts: [0, 1, 0, 1, 1, 0, 1, 0], max: 1 });
+    expect(expertCounts(r, 1, true)).toEqual({ counts: [1, 3, 1, 1, 2, 0, 1, 1], max: 3 });
+  });
+  it("gives a token's experts per layer, skipping the layers that did not route it", () => {
+    expect(tokensOfStep(r, 0)).toEqual([0, 1]);
+    expect(tokenExperts(r, 0)).toEqual([[[0, 0.6], [1, 0.4]], []]);
+    expect(tokenExperts(r, 2)).toEqual([[[1, 0.9], [3, 0.1]], [[2, 0.8], [0, 0.2]]]);
+  });
+  it("unites a step's experts in a layer", () => {
+    expect([...stepLayerExperts(r, 0, 0)].sort()).toEqual([0, 1, 2]);
+    expect([...stepLayerExperts(r, 0, 1)].sort()).toEqual([0, 3]);
+    expect(stepLayerExperts(r, 0, 7).size).toBe(0);
+  });
+  it("finds an expert's slab in each of its layer's 3-D expert tensors", () => {
+    const x = (name: string, s: number, layer: number, shape: number[]): MapTensor => ({ ...t(name, s, s + 400, layer), shape });
+    const tensors = [x('blk.1.ffn_up_exps.weight', 1000, 1, [2, 50, 4]), x('blk.1.ffn_gate_inp.weight', 2000, 1, [2, 4]),
+      x('blk.2.ffn_up_exps.weight', 3000, 2, [2, 50, 4])];
+    expect(expertSlabs(tensors, 1, 2)).toEqual([[1200, 1300]]);
+    expect(expertSlabs(tensors, 1, 4)).toEqual([]);
   });
 });

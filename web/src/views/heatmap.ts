@@ -2,7 +2,7 @@
 // read (cumulative up to the selected step, or in that step only), and tracks for the runtime buffers.
 import type { Heatmap as HeatData } from '../api';
 import type { Ctx } from '../context';
-import { formatBytes, layerColor, shapeString, tensorAt, tensorColor, zoomWindow, panWindow, CATEGORY_LIGHTNESS } from '../transforms';
+import { expertSlabs, formatBytes, layerColor, shapeString, tensorAt, tensorColor, zoomWindow, panWindow, CATEGORY_LIGHTNESS } from '../transforms';
 import { el, esc, fitCanvas, cssWidth, drawHeatRow, hideTip, panel, showTip, rafThrottle, debounce, leadingDebounce } from '../ui';
 import { Lifetime, type View } from '../view';
 
@@ -127,8 +127,10 @@ export function heatmapView(ctx: Ctx): View {
     const op = ctx.store.sel.op;
     g.strokeStyle = '#3df2ff';
     g.lineWidth = 2;
+    let selectedRanges = 0;
     if (op) for (const inp of op.inputs) for (const r of inp.ranges) {
       if (r[0] !== 'MODEL_FILE') continue;
+      ++selectedRanges;
       const a = x(r[2] as number), b = x((r[2] as number) + (r[3] as number));
       if (b < 0 || a > W) continue;
       g.strokeRect(a, ROW.layoutY - 1, Math.max(2, b - a), ROW.heatY + ROW.heatH - ROW.layoutY + 2);
@@ -140,10 +142,17 @@ export function heatmapView(ctx: Ctx): View {
       g.strokeRect(x(ra), ROW.layoutY - 2, Math.max(2, x(rb) - x(ra)), ROW.heatY + ROW.heatH - ROW.layoutY + 4);
       g.setLineDash([]);
     }
+    // the selected expert's slabs (Experts view): its rows of each of its layer's expert tensors
+    const ex = ctx.store.sel.expert;
+    const slabs = ex ? expertSlabs(ctx.tensors, ex.layer, ex.expert) : [];
+    g.strokeStyle = '#ff9f1c';
+    for (const [ra, rb] of slabs) g.strokeRect(x(ra), ROW.layoutY - 3, Math.max(2, x(rb) - x(ra)), ROW.heatY + ROW.heatH - ROW.layoutY + 6);
+    canvas.dataset.expertSlabs = String(slabs.length);
     canvas.dataset.step = String(data?.step ?? '');
     canvas.dataset.cumulative = data ? (data.cumulative ? '1' : '0') : '';
     canvas.dataset.nonzero = String(nonzero);
     canvas.dataset.signature = sum.toFixed(3);
+    canvas.dataset.selectedRanges = String(selectedRanges);  // the selected op's model-file ranges outlined
     label.textContent = `bytes ${formatBytes(Math.round(s))} – ${formatBytes(Math.round(e))} of ${formatBytes(fileSize)}`;
   }
 
@@ -254,6 +263,7 @@ export function heatmapView(ctx: Ctx): View {
   ctx.store.on('cumulative', () => { modeSel.value = ctx.store.cumulative ? '1' : '0'; load(); });
   ctx.store.on('op', redraw);
   ctx.store.on('tensor', redraw);
+  ctx.store.on('expert', redraw);
   window.addEventListener('resize', debounce(load, 150), { signal: life.signal });
   return { element: root, start: load, dispose: () => life.dispose() };
 }

@@ -1,0 +1,329 @@
+#include "analysis/moe.h"
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+#include "analysis/analysis.h"
+#include "core/error.h"
+
+namespace tt::analysis {
+namespace {
+
+// Phase of each step of the trace (steps without a marker count as prompt steps: they cannot be generated ones).
+std::map<uint32_t, Phase> step_phases(const RunData& run) {
+  std::map<uint32_t, Phase> out;
+  for (const trace::StepMarker& m : run.trace.steps) out[m.step] = m.phase;
+  return out;
+}
+
+Phase phase_of(const std::map<uint32_t, Phase>& phases, uint32_t step) {
+  auto it = phases.find(step);
+  return it == phases.end() ? Phase::PROMPT : it->second;
+}
+
+// Index of `layer` in shape.layers (routing is checked against the shape before this is called).
+size_t layer_index(const MoeShape& shape, int layer) {
+  return static_cast<size_t>(std::lower_bound(shape.layers.begin(), shape.layers.end(), layer) - shape.layers.begin());
+}
+
+// One token: its experts per routed layer (index into shape.layers), in execution order.
+struct Token {
+  uint32_t step = 0;
+  Phase phase = Phase::PROMPT;
+  std::vector<std::pair<size_t, const trace::RoutingRecord*>> layers;
+};
+
+std::vector<Token> tokens_in_order(const RunData& run, const MoeShape& shape) {
+  const auto phases = step_phases(run);
+  std::vector<Token> out;
+  for (uint32_t step = 0; step < run.step_routing.size(); ++step) {
+    std::map<int32_t, Token> by_pos;
+    for (const trace::RoutingRecord& r : run.routing_of_step(step)) {
+      Token& t = by_pos[r.token_pos];
+      t.step = step;
+      t.phase = phase_of(phases, step);
+      t.layers.emplace_back(layer_index(shape, r.layer), &r);
+    }
+    for (auto& [pos, t] : by_pos) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// What one step's MUL_MAT_IDs of one routed layer load: each expert once (a prompt batch: every expert any of its
+// tokens chose, by id, as the batch is grouped by expert; a generated token: its experts in slot order).
+struct StepLoad {
+  Phase phase = Phase::PROMPT;
+  size_t layer_index = 0;
+  std::vector<uint32_t> experts;
+};
+
+std::vector<StepLoad> step_loads(const RunData& run, const MoeShape& shape) {
+  const auto phases = step_phases(run);
+  std::vector<StepLoad> out;
+  for (uint32_t step = 0; step < run.step_routing.size(); ++step) {
+    const Phase phase = phase_of(phases, step);
+    for (size_t li = 0; li < shape.layers.size(); ++li) {
+      StepLoad load{phase, li, {}};
+      for (const trace::RoutingRecord& r : run.routing_of_layer(step, shape.layers[li]))
+        for (uint32_t e : r.experts)
+          if (std::find(load.experts.begin(), load.experts.end(), e) == load.experts.end()) load.experts.push_back(e);
+      if (phase == Phase::PROMPT) std::sort(load.experts.begin(), load.experts.end());
+      if (!load.experts.empty()) out.push_back(std::move(load));
+    }
+  }
+  return out;
+}
+
+double gini(std::vector<uint64_t> x) {
+  std::sort(x.begin(), x.end());
+  const double n = static_cast<double>(x.size());
+  double sum = 0, weighted = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sum += static_cast<double>(x[i]);
+    weighted += (2.0 * static_cast<double>(i + 1) - n - 1.0) * static_cast<double>(x[i]);
+  }
+  return sum > 0 ? weighted / (n * sum) : 0.0;
+}
+
+}  // namespace
+
+MoeShape moe_shape(const RunData& run) {
+  MoeShape s;
+  const std::set<int> routed = [&] {
+    std::set<int> l;
+    for (const trace::RoutingRecord& r : run.trace.routing) l.insert(r.layer);
+    return l;
+  }();
+  if (routed.empty()) return s;
+  std::map<int, uint64_t> bytes;  // layer -> one expert's bytes
+  for (const MapTensor& t : run.tensors) {
+    const bool expert_tensor = t.shape.size() == 3 && t.name.find("_exps.") != std::string::npos;
+    if (!expert_tensor) {
+      s.other_weight_bytes += t.size_bytes;
+      continue;
+    }
+    TT_CHECK(t.layer.has_value(), "expert tensor {} without a layer", t.name);
+    const int n = static_cast<int>(t.shape[2]);
+    if (s.n_expert == 0) s.n_expert = n;
+    if (n != s.n_expert) fail("{}: {} experts, other expert tensors have {}", t.name, n, s.n_expert);
+    bytes[*t.layer] += t.size_bytes / static_cast<uint64_t>(n);
+    s.all_expert_bytes += t.size_bytes;
+  }
+  for (int layer : routed) {
+    auto it = bytes.find(layer);
+    if (it == bytes.end()) fail("the routing names layer {}, which has no expert tensors in the memory map", layer);
+    s.layers.push_back(layer);
+    s.expert_bytes.push_back(it->second);
+  }
+  for (const trace::RoutingRecord& r : run.trace.routing) {
+    s.n_used = std::max(s.n_used, static_cast<int>(r.experts.size()));
+    for (uint32_t e : r.experts)
+      if (e >= static_cast<uint32_t>(s.n_expert))
+        fail("step {} layer {}: expert {} of a model with {} experts", r.step, r.layer, e, s.n_expert);
+  }
+  return s;
+}
+
+std::vector<Access> expert_accesses(const RunData& run, const MoeShape& shape) {
+  std::vector<Access> out;
+  for (const StepLoad& load : step_loads(run, shape))
+    for (uint32_t e : load.experts)
+      out.push_back({static_cast<uint64_t>(shape.layers[load.layer_index]) * static_cast<uint64_t>(shape.n_expert) + e,
+                     shape.expert_bytes[load.layer_index], static_cast<uint32_t>(load.layer_index)});
+  return out;
+}
+
+ExpertCacheSize parse_expert_cache_size(const std::string& text) {
+  ExpertCacheSize s;
+  s.text = text;
+  if (!text.empty() && text.back() == '%') {
+    const std::string number = text.substr(0, text.size() - 1);
+    char* end = nullptr;
+    s.value = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !(s.value > 0 && s.value <= 100))
+      fail("expert cache size '{}': a percentage must be above 0 and at most 100", text);
+    s.unit = ExpertCacheSize::Unit::PERCENT;
+    return s;
+  }
+  if (!text.empty() &&
+      std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    if (text.size() > 9) fail("expert cache size '{}': too many experts", text);
+    s.value = std::stod(text);
+    if (s.value < 1) fail("expert cache size '{}': at least one expert per layer", text);
+    s.unit = ExpertCacheSize::Unit::EXPERTS_PER_LAYER;
+    return s;
+  }
+  s.value = static_cast<double>(parse_size(text));  // "256MiB", "1G"
+  s.unit = ExpertCacheSize::Unit::BYTES;
+  return s;
+}
+
+const char* scope_name(CacheScope s) { return s == CacheScope::GLOBAL ? "global" : "per-layer"; }
+
+CacheScope scope_from_name(const std::string& name) {
+  if (name == "global") return CacheScope::GLOBAL;
+  if (name == "per-layer") return CacheScope::PER_LAYER;
+  fail("unknown cache scope '{}' (global or per-layer)", name);
+}
+
+std::vector<ExpertCacheResult> replay_expert_cache(const std::vector<Access>& accesses, const MoeShape& shape,
+                                                   const ExpertCacheOptions& options) {
+  // Each layer's share of the expert bytes sizes its cache in the per-layer scope.
+  const uint64_t layer_expert_bytes =
+      std::accumulate(shape.expert_bytes.begin(), shape.expert_bytes.end(), uint64_t{0});
+  auto capacity = [&](const ExpertCacheSize& size, std::optional<size_t> layer) -> uint64_t {
+    const double layer_share = layer ? static_cast<double>(shape.expert_bytes[*layer]) / layer_expert_bytes : 1.0;
+    switch (size.unit) {
+      case ExpertCacheSize::Unit::EXPERTS_PER_LAYER:
+        return static_cast<uint64_t>(size.value) * (layer ? shape.expert_bytes[*layer] : layer_expert_bytes);
+      case ExpertCacheSize::Unit::PERCENT:
+        return static_cast<uint64_t>(size.value / 100.0 * layer_share * layer_expert_bytes * shape.n_expert);
+      case ExpertCacheSize::Unit::BYTES:
+        return static_cast<uint64_t>(size.value * layer_share);
+    }
+    return 0;
+  };
+  std::vector<std::vector<Access>> per_layer;
+  if (options.scope == CacheScope::PER_LAYER) {
+    per_layer.resize(shape.layers.size());
+    for (const Access& a : accesses) per_layer[a.phase].push_back(a);
+  }
+  std::vector<ExpertCacheResult> out;
+  for (const ExpertCacheSize& size : options.sizes)
+    for (CachePolicy policy : options.policies) {
+      ExpertCacheResult r;
+      r.size = size.text;
+      r.policy = policy;
+      auto add = [&](const CacheResult& c, uint64_t cap) {
+        r.capacity_bytes += cap;
+        r.accesses += c.accesses;
+        r.hits += c.hits;
+        r.misses += c.misses;
+        r.cold_misses += c.cold_misses;
+        r.bytes_loaded += c.bytes_missed;
+      };
+      if (options.scope == CacheScope::GLOBAL) {
+        const uint64_t cap = capacity(size, std::nullopt);
+        add(simulate_cache(accesses, cap, policy), cap);
+      } else {
+        for (size_t li = 0; li < per_layer.size(); ++li) {
+          const uint64_t cap = capacity(size, li);
+          add(simulate_cache(per_layer[li], cap, policy), cap);
+        }
+      }
+      out.push_back(r);
+    }
+  return out;
+}
+
+std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptions& cache) {
+  if (run.trace.routing.empty()) return std::nullopt;
+  MoeSection m;
+  m.shape = moe_shape(run);
+  const MoeShape& shape = m.shape;
+  const size_t n_layers = shape.layers.size(), n_expert = static_cast<size_t>(shape.n_expert);
+  const std::vector<Token> tokens = tokens_in_order(run, shape);
+
+  m.layers.resize(n_layers);
+  for (size_t li = 0; li < n_layers; ++li) {
+    LayerExperts& l = m.layers[li];
+    l.layer = shape.layers[li];
+    l.picks.assign(n_expert, 0);
+    l.prompt_picks.assign(n_expert, 0);
+    l.generate_picks.assign(n_expert, 0);
+    l.weight.assign(n_expert, 0.0);
+  }
+  // Per layer: the previous token's experts (overlap); per (layer, expert): the token index of its last pick.
+  std::vector<const trace::RoutingRecord*> previous(n_layers, nullptr);
+  std::vector<uint64_t> overlap_sum(n_layers, 0), overlap_pairs(n_layers, 0);
+  std::vector<int64_t> last_pick(n_layers * n_expert, -1);
+  uint64_t slots_used = 0;
+  for (size_t ti = 0; ti < tokens.size(); ++ti) {
+    const Token& t = tokens[ti];
+    ++m.tokens;
+    ++(t.phase == Phase::PROMPT ? m.prompt_tokens : m.generated_tokens);
+    for (const auto& [li, r] : t.layers) {
+      LayerExperts& l = m.layers[li];
+      ++l.tokens;
+      for (size_t s = 0; s < r->experts.size(); ++s) {
+        const uint32_t e = r->experts[s];
+        ++l.picks[e];
+        ++(t.phase == Phase::PROMPT ? l.prompt_picks : l.generate_picks)[e];
+        if (s < r->weights.size()) l.weight[e] += r->weights[s];
+        int64_t& last = last_pick[li * n_expert + e];
+        if (last < 0) {
+          ++m.first_picks;
+          ++slots_used;
+        } else {
+          ++m.reuse_distance[std::bit_width(static_cast<uint64_t>(static_cast<int64_t>(ti) - last)) - 1];
+        }
+        last = static_cast<int64_t>(ti);
+      }
+      if (previous[li] != nullptr) {
+        for (uint32_t e : r->experts)
+          if (std::find(previous[li]->experts.begin(), previous[li]->experts.end(), e) != previous[li]->experts.end())
+            ++overlap_sum[li];
+        ++overlap_pairs[li];
+      }
+      previous[li] = r;
+    }
+    m.working_set.emplace_back(ti + 1, slots_used);
+  }
+
+  const double k = std::max(shape.n_used, 1);
+  for (size_t li = 0; li < n_layers; ++li) {
+    LayerExperts& l = m.layers[li];
+    const uint64_t total = std::accumulate(l.picks.begin(), l.picks.end(), uint64_t{0});
+    const double uniform = static_cast<double>(total) / static_cast<double>(n_expert);
+    if (total == 0) continue;
+    l.hottest_over_uniform = *std::max_element(l.picks.begin(), l.picks.end()) / uniform;
+    l.coldest_over_uniform = *std::min_element(l.picks.begin(), l.picks.end()) / uniform;
+    l.gini = gini(l.picks);
+    double entropy = 0, independent = 0;
+    for (size_t e = 0; e < n_expert; ++e) {
+      if (l.picks[e] == 0) {
+        l.never_used.push_back(static_cast<int>(e));
+        continue;
+      }
+      const double p_share = static_cast<double>(l.picks[e]) / static_cast<double>(total);
+      entropy -= p_share * std::log(p_share);
+      const double p_token = static_cast<double>(l.picks[e]) / static_cast<double>(l.tokens);
+      independent += p_token * p_token;
+    }
+    l.entropy = n_expert > 1 ? entropy / std::log(static_cast<double>(n_expert)) : 0.0;
+    l.overlap_independent = independent / k;
+    l.overlap = overlap_pairs[li] ? static_cast<double>(overlap_sum[li]) / overlap_pairs[li] / k : 0.0;
+  }
+
+  // Model-file bytes per token by phase and layer, from the ops' recorded reads: expert slabs (MUL_MAT_ID inputs)
+  // and the rest.
+  const auto phases = step_phases(run);
+  std::map<std::tuple<int, Phase, bool>, uint64_t> bytes;  // (layer, phase, expert slab) -> bytes read
+  for (const FileRead& read : file_reads(run.trace))
+    bytes[{read.layer, phase_of(phases, read.step), read.tensor.find("_exps.") != std::string::npos}] += read.length;
+  for (const auto& [key, total] : bytes) {
+    const auto [layer, phase, expert] = key;
+    const uint64_t n = phase == Phase::PROMPT ? m.prompt_tokens : m.generated_tokens;
+    if (n == 0) continue;
+    const double per_token = static_cast<double>(total) / static_cast<double>(n);
+    (expert ? m.layer_bytes_per_token[layer][phase_name(phase)].experts
+            : m.layer_bytes_per_token[layer][phase_name(phase)].other) = per_token;
+  }
+  for (const auto& [layer, by_phase] : m.layer_bytes_per_token)
+    for (const auto& [phase, b] : by_phase) {
+      m.bytes_per_token[phase].experts += b.experts;
+      m.bytes_per_token[phase].other += b.other;
+    }
+
+  m.cache = replay_expert_cache(expert_accesses(run, shape), shape, cache);
+  m.scope = cache.scope;
+  m.read_bytes_per_s = cache.read_bytes_per_s;
+  return m;
+}
+
+}  // namespace tt::analysis

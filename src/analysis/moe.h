@@ -1,0 +1,108 @@
+// Mixture-of-experts analysis of a run's routing (docs/analysis.md "Experts"): which experts each token needed, how
+// popular and how local the choices are, what they cost in bytes, and how an expert cache of a given size and policy
+// would have served them (a replay of the recorded routing through cache_sim).
+//
+// A *token* here is one (step, position) with routing; tokens are taken in execution order (step by step, by
+// position). The last layer of a prompt routes only the prompt's last token (the engine computes only that row), so
+// a prompt's tokens can have fewer routed layers than a generated one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/cache_sim.h"
+#include "trace/run_data.h"
+
+namespace tt::analysis {
+
+// The experts of a run's model: per routed layer, the bytes of one expert (its rows of every 3-D `*_exps` tensor
+// of that layer, from the memory map).
+struct MoeShape {
+  int n_expert = 0;                    // 0: not a mixture-of-experts run
+  int n_used = 0;                      // experts chosen per token (the largest count the routing shows)
+  std::vector<int> layers;             // routed layers, ascending
+  std::vector<uint64_t> expert_bytes;  // per entry of `layers`
+  uint64_t all_expert_bytes = 0;       // every expert of every layer
+  uint64_t other_weight_bytes = 0;     // every other tensor of the model
+};
+MoeShape moe_shape(const RunData& run);  // throws tt::Error when the routing names an expert the model lacks
+
+// The cache's view of one or more runs' routing: for each step, each routed layer in order, the experts that
+// layer's MUL_MAT_IDs load, once each (a prompt batch: every expert any of its tokens chose, by id; a generated
+// token: its experts in slot order). Access key layer * n_expert + expert, bytes its slab, phase the layer's index in
+// shape.layers (for least-stale).
+std::vector<Access> expert_accesses(const RunData& run, const MoeShape& shape);
+
+struct ExpertCacheSize {
+  enum class Unit { EXPERTS_PER_LAYER, PERCENT, BYTES };
+  Unit unit = Unit::EXPERTS_PER_LAYER;
+  double value = 0;
+  std::string text;  // as given
+};
+// "8" (experts per layer), "25%" (of the expert bytes), "256MiB" / "1G" (bytes). Throws tt::Error.
+ExpertCacheSize parse_expert_cache_size(const std::string& text);
+
+enum class CacheScope { GLOBAL, PER_LAYER };
+const char* scope_name(CacheScope s);
+CacheScope scope_from_name(const std::string& name);  // "global" or "per-layer"; throws tt::Error
+
+struct ExpertCacheOptions {
+  std::vector<ExpertCacheSize> sizes;
+  std::vector<CachePolicy> policies = {CachePolicy::LRU,  CachePolicy::LFU,         CachePolicy::FIFO,
+                                       CachePolicy::LRU2, CachePolicy::LEAST_STALE, CachePolicy::OPT};
+  CacheScope scope = CacheScope::GLOBAL;
+  double read_bytes_per_s = 0;  // storage read rate for the load time; 0: not reported
+};
+
+struct ExpertCacheResult {
+  std::string size;  // as given
+  CachePolicy policy = CachePolicy::LRU;
+  uint64_t capacity_bytes = 0;  // the whole cache (per-layer scope: the sum of the layers')
+  uint64_t accesses = 0, hits = 0, misses = 0, cold_misses = 0, bytes_loaded = 0;
+  double hit_rate() const { return accesses ? static_cast<double>(hits) / accesses : 0.0; }
+};
+// Replays the accesses of one or more runs (a server's pooled workload: runs one after another) of one model.
+std::vector<ExpertCacheResult> replay_expert_cache(const std::vector<Access>& accesses, const MoeShape& shape,
+                                                   const ExpertCacheOptions& options);
+
+struct LayerExperts {
+  int layer = 0;
+  uint64_t tokens = 0;          // tokens routed in this layer
+  std::vector<uint64_t> picks;  // per expert: times chosen
+  std::vector<uint64_t> prompt_picks, generate_picks;
+  std::vector<double> weight;                                                        // per expert: sum of its weights
+  double hottest_over_uniform = 0, coldest_over_uniform = 0, gini = 0, entropy = 0;  // entropy / log(n_expert)
+  std::vector<int> never_used;
+  // Consecutive tokens' expert sets: mean overlap / n_used, and its expectation for independent tokens routed with
+  // the same popularity (sum over experts of p^2 / n_used, p = picks / tokens).
+  double overlap = 0, overlap_independent = 0;
+};
+
+struct MoeSection {
+  MoeShape shape;
+  uint64_t tokens = 0, prompt_tokens = 0, generated_tokens = 0;
+  std::vector<LayerExperts> layers;
+  // Distinct (layer, expert) slots used by the first n tokens: (n, slots) after every token.
+  std::vector<std::pair<uint64_t, uint64_t>> working_set;
+  // Reuse distance of each (layer, expert) pick in tokens since that expert's previous pick in the layer:
+  // bucket b >= 0 counts distances in [2^b, 2^(b+1)); first picks are counted in `first_picks`.
+  std::map<int, uint64_t> reuse_distance;
+  uint64_t first_picks = 0;
+  // Model-file bytes the ops read per token (the trace's ranges), from expert slabs and from the other weights, by
+  // phase ("PROMPT", "GENERATE"), and by layer (-1: no layer) and phase.
+  struct BytesPerToken {
+    double experts = 0, other = 0;
+  };
+  std::map<std::string, BytesPerToken> bytes_per_token;
+  std::map<int, std::map<std::string, BytesPerToken>> layer_bytes_per_token;
+  std::vector<ExpertCacheResult> cache;  // with ExpertCacheOptions::sizes
+  CacheScope scope = CacheScope::GLOBAL;
+  double read_bytes_per_s = 0;
+};
+// nullopt for a run without routing.
+std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptions& cache);
+
+}  // namespace tt::analysis
