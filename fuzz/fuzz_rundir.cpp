@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "export/export.h"
 #include "serve/api.h"
 #include "trace/run_data.h"
+#include "trace_seal.h"
 
 namespace {
 
@@ -50,8 +52,11 @@ const fs::path& scratch() {
   return dir;
 }
 
-// trace.bin's bytes as the tracer would have written them: the current format has nothing to recompute.
-std::string trace_as_written(std::string bytes) { return bytes; }
+// trace.bin's bytes as the tracer would have written them: its blocks' checksums recomputed (most inputs).
+std::string trace_as_written(std::string bytes) {
+  seal_most(std::span(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size()));
+  return bytes;
+}
 
 void write(const fs::path& p, std::string_view bytes) {
   std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -826,10 +826,11 @@ TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const uint32_t v1 = 1;
   std::string old = bytes.substr(0, 8) + std::string(reinterpret_cast<const char*>(&v1), 4) + bytes.substr(12, 4);
-  // Keep only the STEP_BEGIN record (the first one after the header).
+  // Keep only the STEP_BEGIN record (the first one, after the header and the first block's header).
+  const size_t first = trace::kHeaderBytes + trace::kBlockHeaderBytes;
   uint32_t len;
-  std::memcpy(&len, bytes.data() + 16, 4);
-  old += bytes.substr(16, 5 + len);
+  std::memcpy(&len, bytes.data() + first, 4);
+  old += bytes.substr(first, 5 + len);
   const std::string old_path = ::testing::TempDir() + "tt-v1-trace.bin";
   std::ofstream(old_path, std::ios::binary) << old;
   trace::TraceContents t1 = trace::read_trace(old_path);

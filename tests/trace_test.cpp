@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <span>
 #include <thread>
 
 #include "core/error.h"
@@ -468,6 +469,40 @@ TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
   }
 }
 
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+void write_file(const std::string& path, std::span<const uint8_t> bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+// Offsets of the blocks of a version-8 file (each header's length leads to the next).
+std::vector<size_t> block_offsets(std::span<const uint8_t> file) {
+  std::vector<size_t> blocks;
+  for (size_t pos = trace::kHeaderBytes; pos + trace::kBlockHeaderBytes <= file.size();) {
+    blocks.push_back(pos);
+    uint32_t len;
+    std::memcpy(&len, file.data() + pos + 4, 4);
+    pos += trace::kBlockHeaderBytes + len;
+  }
+  return blocks;
+}
+// The records of a trace file: from version 8 on its blocks' payloads, in order; before, what follows the header.
+std::vector<uint8_t> records_of(std::span<const uint8_t> file) {
+  uint32_t version;
+  std::memcpy(&version, file.data() + 8, 4);
+  if (version < trace::kFirstBlockVersion) return {file.begin() + trace::kHeaderBytes, file.end()};
+  std::vector<uint8_t> records;
+  for (size_t pos : block_offsets(file)) {
+    uint32_t len;
+    std::memcpy(&len, file.data() + pos + 4, 4);
+    const auto begin = file.begin() + static_cast<std::ptrdiff_t>(pos + trace::kBlockHeaderBytes);
+    records.insert(records.end(), begin, begin + len);
+  }
+  return records;
+}
+
 // Little-endian record bytes built by hand (records the writer does not write: older kinds, corrupt ones).
 struct RecordBytes {
   std::vector<uint8_t> payload;
@@ -489,7 +524,7 @@ struct RecordBytes {
     b.put<uint16_t>(n_threads).put<uint64_t>(base);
     return b;
   }
-  // An OP record of versions 1 to 6: a MUL_MAT of no inputs named by string 0, step 0, node `node`, on two workers,
+  // An OP record of versions 1 to 7: a MUL_MAT of no inputs named by string 0, step 0, node `node`, on two workers,
   // with `n_fused` fused op kinds (u16 count, then u8 kinds) between its write range and n_inputs.
   static RecordBytes old_op(uint32_t node, uint16_t n_fused) {
     RecordBytes b;
@@ -506,17 +541,23 @@ struct RecordBytes {
     b.put<uint16_t>(0).put<uint8_t>(0);  // no inputs, no statistics
     return b;
   }
-  // Appends the record to the file at path, whose header then says `version`.
+  // Appends the record to the records of the file at path (written by TraceWriter), whose header then says
+  // `version`: the records follow the header, sealed in one block from version 8 on.
   void append_to(const std::string& path, trace::RecordKind kind, uint32_t version) const {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(8);
-    f.write(reinterpret_cast<const char*>(&version), 4);
-    f.seekp(0, std::ios::end);
+    const std::vector<uint8_t> file = file_bytes(path);
+    std::vector<uint8_t> records = records_of(file);
     const auto n = static_cast<uint32_t>(payload.size());
     const auto k = static_cast<uint8_t>(kind);
-    f.write(reinterpret_cast<const char*>(&n), 4).write(reinterpret_cast<const char*>(&k), 1);
-    f.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
-    ASSERT_TRUE(f.good()) << path;
+    records.insert(records.end(), reinterpret_cast<const uint8_t*>(&n), reinterpret_cast<const uint8_t*>(&n) + 4);
+    records.push_back(k);
+    records.insert(records.end(), payload.begin(), payload.end());
+    std::vector<uint8_t> out(file.begin(), file.begin() + trace::kHeaderBytes);
+    std::memcpy(out.data() + 8, &version, 4);
+    if (version >= trace::kFirstBlockVersion)
+      trace::seal_block(records, out);
+    else
+      out.insert(out.end(), records.begin(), records.end());
+    write_file(path, out);
   }
 };
 
@@ -579,7 +620,7 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
     for (uint32_t node = 0; node < 2; ++node) RecordBytes::old_op(node, 0).append_to(path, K::OP, version);
   };
   auto rejected = [&](const RecordBytes& b, trace::RecordKind kind, uint32_t version, const std::string& expected) {
-    if (version < 7)
+    if (version <= trace::kLastFusedVersion)
       write_old(version);
     else
       write({});
@@ -615,9 +656,9 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
   rejected(overflow, K::OP_ADVANCES_PACKED, 6, "node 0: worker 0's span ends past 2^64 ns");
 }
 
-// Version 7's OP record has no fused op kinds: one in the layout of versions 1 to 6 (two bytes more) is refused. In
-// those versions the kinds are read past when there are none (no tensortrace wrote any) and refused otherwise.
-TEST(TraceFormat, OpRecordsOfVersion7HaveNoFusedKinds) {
+// The current version's OP record has no fused op kinds: one in the layout of versions 1 to 7 (two bytes more) is
+// refused. In those versions the kinds are read past when there are none (no tensortrace wrote any), else refused.
+TEST(TraceFormat, CurrentOpRecordsHaveNoFusedKinds) {
   TempDir tmp;
   const std::string path = (tmp.path / "trace.bin").string();
   auto write = [&](const RecordBytes& op, uint32_t version) {
@@ -628,7 +669,7 @@ TEST(TraceFormat, OpRecordsOfVersion7HaveNoFusedKinds) {
     }
     op.append_to(path, trace::RecordKind::OP, version);
   };
-  for (uint32_t version : {1u, 6u}) {
+  for (uint32_t version : {1u, trace::kLastFusedVersion}) {
     write(RecordBytes::old_op(3, 0), version);
     const trace::TraceContents t = trace::read_trace(path);
     ASSERT_EQ(t.ops.size(), 1u) << "version " << version;
@@ -639,8 +680,159 @@ TEST(TraceFormat, OpRecordsOfVersion7HaveNoFusedKinds) {
     write(RecordBytes::old_op(3, 2), version);
     expect_rejected(path, "OP record of node 3 with 2 fused op kinds (not supported)");
   }
-  write(RecordBytes::old_op(3, 0), 7);
+  write(RecordBytes::old_op(3, 0), trace::kVersion);
   expect_rejected(path, "OP record of node 3 has 2 bytes past its fields");
+}
+
+// Version 8's blocks: a trace of three steps, each flushed (sealed) on its own, and its blocks' offsets.
+struct BlockedTrace {
+  std::string path;
+  std::vector<uint8_t> bytes;
+  std::vector<size_t> blocks;
+};
+BlockedTrace write_blocked_trace(const fs::path& dir) {
+  BlockedTrace b{(dir / "trace.bin").string(), {}, {}};
+  {
+    trace::TraceWriter w(b.path);
+    for (uint32_t s = 0; s < 3; ++s) {
+      const auto p = static_cast<int32_t>(s);
+      w.step_begin({s, Phase::GENERATE, p, p + 1, 10 * s, 0, -1, 0, false});
+      w.step_end({s, Phase::GENERATE, p, p + 1, 10 * s, 10 * s + 5, 7, 0.5f, true});
+      w.flush();
+    }
+  }
+  b.bytes = file_bytes(b.path);
+  b.blocks = block_offsets(b.bytes);
+  return b;
+}
+
+// Each flush is one block (magic, length, XXH3-64 of its records) and the blocks tile the file; every record reads
+// back. A file put together by seal_block reads the same.
+TEST(TraceBlocks, MultiBlockFileRoundTrips) {
+  TempDir tmp;
+  const BlockedTrace b = write_blocked_trace(tmp.path);
+  ASSERT_EQ(b.blocks.size(), 3u);
+  size_t end = trace::kHeaderBytes;
+  for (size_t pos : b.blocks) {
+    uint32_t magic, len;
+    std::memcpy(&magic, b.bytes.data() + pos, 4);
+    std::memcpy(&len, b.bytes.data() + pos + 4, 4);
+    EXPECT_EQ(pos, end);
+    EXPECT_EQ(magic, trace::kBlockMagic);
+    EXPECT_EQ(len, 51u) << "a STEP_BEGIN (26 bytes) and a STEP_END (25)";
+    end = pos + trace::kBlockHeaderBytes + len;
+  }
+  EXPECT_EQ(end, b.bytes.size());
+  const trace::TraceContents t = trace::read_trace(b.path);
+  EXPECT_EQ(t.version, trace::kVersion);
+  EXPECT_TRUE(t.complete) << t.stop_reason;
+  EXPECT_EQ(t.stopped_at, b.bytes.size());
+  ASSERT_EQ(t.steps.size(), 3u);
+  for (uint32_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(t.steps[s].step, s);
+    EXPECT_EQ(t.steps[s].end_ns, 10 * s + 5);
+    EXPECT_EQ(t.steps[s].token, 7);
+  }
+
+  // The same records in two blocks of seal_block's.
+  const std::vector<uint8_t> records = records_of(b.bytes);
+  std::vector<uint8_t> resealed(b.bytes.begin(), b.bytes.begin() + trace::kHeaderBytes);
+  trace::seal_block(std::span(records).first(26), resealed);
+  trace::seal_block(std::span(records).subspan(26), resealed);
+  write_file(b.path, resealed);
+  const trace::TraceContents t2 = trace::read_trace(b.path);
+  EXPECT_TRUE(t2.complete) << t2.stop_reason;
+  EXPECT_EQ(t2.steps.size(), 3u);
+}
+
+// A flipped bit in any block's records is an error naming the file, the block's offset and the checksum.
+TEST(TraceBlocks, FlippedPayloadBitNamesItsBlock) {
+  TempDir tmp;
+  const BlockedTrace b = write_blocked_trace(tmp.path);
+  ASSERT_EQ(b.blocks.size(), 3u);
+  for (size_t pos : b.blocks)
+    for (size_t at : {pos + trace::kBlockHeaderBytes, pos + trace::kBlockHeaderBytes + 40}) {
+      std::vector<uint8_t> bytes = b.bytes;
+      bytes[at] ^= 0x08;
+      write_file(b.path, bytes);
+      SCOPED_TRACE(fmt::format("bit 3 of byte {}", at));
+      expect_rejected(b.path, fmt::format("'{}': checksum mismatch in the block at byte {}", b.path, pos));
+    }
+}
+
+// A flipped bit in a block's header: its magic, its length (shorter, longer, or past the end of the file with the next
+// block behind it) or its checksum is an error naming the block's offset.
+TEST(TraceBlocks, FlippedHeaderBitNamesItsBlock) {
+  TempDir tmp;
+  const BlockedTrace b = write_blocked_trace(tmp.path);
+  ASSERT_EQ(b.blocks.size(), 3u);
+  auto flipped = [&](size_t at, uint8_t mask, const std::string& expected) {
+    std::vector<uint8_t> bytes = b.bytes;
+    bytes[at] ^= mask;
+    write_file(b.path, bytes);
+    SCOPED_TRACE(fmt::format("byte {} ^ {:#x}", at, mask));
+    expect_rejected(b.path, expected);
+  };
+  for (size_t pos : {b.blocks[0], b.blocks[1]}) {
+    const std::string mismatch = fmt::format("checksum mismatch in the block at byte {}", pos);
+    flipped(pos, 0x01, fmt::format("'{}': no block at byte {} (magic", b.path, pos));
+    flipped(pos + 3, 0x80, fmt::format("no block at byte {}", pos));
+    flipped(pos + 4, 0x01, mismatch);  // 50 bytes of records
+    flipped(pos + 4, 0x04, mismatch);  // 55
+    flipped(pos + 6, 0x10, fmt::format("the block at byte {} runs past the end of the file", pos));
+    flipped(pos + 8, 0x01, mismatch);
+    flipped(pos + 15, 0x80, mismatch);
+  }
+}
+
+// A file cut inside its last block (a killed run), in the block's header or its records, reads every whole record
+// before the cut and says where it stopped.
+TEST(TraceBlocks, CutLastBlockReadsItsWholeRecords) {
+  TempDir tmp;
+  const BlockedTrace b = write_blocked_trace(tmp.path);
+  ASSERT_EQ(b.blocks.size(), 3u);
+  const size_t last = b.blocks[2], records = last + trace::kBlockHeaderBytes;
+  for (size_t size = last + 1; size < b.bytes.size(); ++size) {
+    write_file(b.path, std::span(b.bytes).first(size));
+    SCOPED_TRACE(fmt::format("cut at byte {}", size));
+    const trace::TraceContents t = trace::read_trace(b.path);
+    EXPECT_FALSE(t.complete);
+    EXPECT_NE(t.stop_reason.find(fmt::format("file ends inside the block at byte {}", last)), std::string::npos)
+        << t.stop_reason;
+    // The last block's STEP_BEGIN (26 bytes) is read once it is whole.
+    ASSERT_EQ(t.steps.size(), size >= records + 26 ? 3u : 2u);
+    EXPECT_TRUE(t.steps[1].ended);
+    EXPECT_EQ(t.stopped_at, size < records ? last : size < records + 26 ? records : records + 26);
+  }
+}
+
+// A checksummed block whose records end inside a record is corrupt (records never straddle blocks).
+TEST(TraceBlocks, BlockEndingInsideARecordIsCorrupt) {
+  TempDir tmp;
+  const BlockedTrace b = write_blocked_trace(tmp.path);
+  const std::vector<uint8_t> records = records_of(b.bytes);
+  std::vector<uint8_t> bytes(b.bytes.begin(), b.bytes.begin() + trace::kHeaderBytes);
+  trace::seal_block(std::span(records).first(40), bytes);
+  trace::seal_block(std::span(records).subspan(40), bytes);
+  write_file(b.path, bytes);
+  expect_rejected(b.path, fmt::format("'{}': the block at byte 16 ends inside a record", b.path));
+}
+
+// reseal_blocks (the fuzzers' helper) makes an edited file's checksums right again: the edit reads back.
+TEST(TraceBlocks, ResealedEditReadsBack) {
+  TempDir tmp;
+  const BlockedTrace b = write_blocked_trace(tmp.path);
+  std::vector<uint8_t> bytes = b.bytes;
+  // Step 1's STEP_END token: after its STEP_BEGIN (26 bytes), the record header (5), step (4) and end_ns (8).
+  const size_t token = b.blocks[1] + trace::kBlockHeaderBytes + 26 + 5 + 4 + 8;
+  ASSERT_EQ(bytes[token], 7);
+  bytes[token] = 9;
+  trace::reseal_blocks(bytes);
+  write_file(b.path, bytes);
+  const trace::TraceContents t = trace::read_trace(b.path);
+  ASSERT_EQ(t.steps.size(), 3u);
+  EXPECT_EQ(t.steps[1].token, 9);
+  EXPECT_EQ(t.steps[2].token, 7);
 }
 
 // With two workers, every op's thread, worker count and times read back from a compact trace (runs of repeated
@@ -744,7 +936,7 @@ TEST(TraceFormat, RoutingRecordsRoundTrip) {
     w.flush();
   }
   const trace::TraceContents t = trace::read_trace(path);
-  EXPECT_EQ(t.version, 7u);
+  EXPECT_EQ(t.version, trace::kVersion);  // ROUTING since version 7
   ASSERT_EQ(t.routing.size(), 2u);
   const trace::RoutingRecord& a = t.routing[0];
   EXPECT_EQ(a.step, 2u);
@@ -896,27 +1088,29 @@ TEST_F(MoeTrace, StepLinesCarryTheRouting) {
 // tt::load_run checks ROUTING records against the model: a layer without a router, an expert past the router's count,
 // or rows out of (layer, position) order are errors naming the record.
 TEST_F(MoeTrace, LoaderChecksRoutingAgainstTheModel) {
-  // The byte offset of the first ROUTING record's payload in trace.bin.
-  const std::string trace = run_dir() + "/trace.bin";
-  std::vector<char> bytes((std::istreambuf_iterator<char>(std::ifstream(trace, std::ios::binary).rdbuf())), {});
+  // The byte offset of the first ROUTING record's payload in trace.bin (records are in blocks).
+  const std::vector<uint8_t> bytes = file_bytes(run_dir() + "/trace.bin");
   size_t first = 0;
-  for (size_t pos = trace::kHeaderBytes; pos + 5 <= bytes.size();) {
-    uint32_t len;
-    std::memcpy(&len, bytes.data() + pos, 4);
-    if (static_cast<uint8_t>(bytes[pos + 4]) == static_cast<uint8_t>(trace::RecordKind::ROUTING)) {
-      first = pos + 5;
-      break;
+  for (size_t block : block_offsets(bytes)) {
+    uint32_t block_len;
+    std::memcpy(&block_len, bytes.data() + block + 4, 4);
+    const size_t end = block + trace::kBlockHeaderBytes + block_len;
+    for (size_t pos = block + trace::kBlockHeaderBytes; first == 0 && pos + 5 <= end;) {
+      uint32_t len;
+      std::memcpy(&len, bytes.data() + pos, 4);
+      if (bytes[pos + 4] == static_cast<uint8_t>(trace::RecordKind::ROUTING)) first = pos + 5;
+      pos += 5 + len;
     }
-    pos += 5 + len;
   }
   ASSERT_GT(first, 0u);
-  // A copy of the run with `n` bytes of `value` at payload offset `at` of the first ROUTING record.
+  // A copy of the run with `n` bytes of `value` at payload offset `at` of the first ROUTING record, its block resealed.
   auto patched = [&](const std::string& name, size_t at, auto value) {
     const std::string dir = (tmp_->path / name).string();
     fs::copy(run_dir(), dir, fs::copy_options::recursive);
-    std::fstream f(dir + "/trace.bin", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(first + at));
-    f.write(reinterpret_cast<const char*>(&value), sizeof(value));
+    std::vector<uint8_t> edited = bytes;
+    std::memcpy(edited.data() + first + at, &value, sizeof(value));
+    trace::reseal_blocks(edited);
+    write_file(dir + "/trace.bin", edited);
     return dir;
   };
   auto rejected = [](const std::string& dir, const std::string& expected) {

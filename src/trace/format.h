@@ -1,6 +1,7 @@
 // The binary trace (trace.bin) of a run directory: documented in docs/trace-format.md.
-// A file header, then length-prefixed records appended step by step, so a run killed midway leaves every
-// complete record readable. Strings (tensor names) are interned: a STRING record defines an id before first use.
+// A file header, then blocks (version 8), one per flush: a block header with the XXH3-64 of its payload, then whole
+// length-prefixed records, so a flipped bit is found (by block) and a run killed midway leaves every complete record
+// readable. Strings (tensor names) are interned: a STRING record defines an id before first use.
 #pragma once
 
 #include <cstdint>
@@ -8,11 +9,19 @@
 namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
-// Written: 7. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
-// OP_ADVANCES_PACKED), 6 (no ROUTING); OP records of 1 to 6 carry fused op kinds (always none).
-constexpr uint32_t kVersion = 7;
+// Written: 8. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
+// OP_ADVANCES_PACKED), 6 (no ROUTING), 7 (records right after the file header, no blocks).
+constexpr uint32_t kVersion = 8;
 constexpr uint32_t kMinVersion = 1;
+// OP records of versions up to this carry u16 n_fused + u8 op kinds before n_inputs (no tensortrace wrote any kinds).
+constexpr uint32_t kLastFusedVersion = 7;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
+
+// Version 8 on: after the file header, blocks of u32 kBlockMagic, u32 payload length, u64 XXH3-64 (seed 0) of the
+// payload, then the payload: whole records (a record never straddles two blocks).
+constexpr uint32_t kFirstBlockVersion = 8;
+constexpr uint32_t kBlockMagic = 0x4B425454;  // "TTBK"
+constexpr uint32_t kBlockHeaderBytes = 16;
 
 // Each record: u32 payload length, u8 kind, payload (little-endian).
 enum class RecordKind : uint8_t {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "gguf/ggml_type.h"
+#include "trace/hash.h"
 
 namespace tt::trace {
 namespace {
@@ -110,7 +111,62 @@ uint8_t* put_shares(const uint64_t* __restrict times, uint32_t count, uint16_t n
   return backwards ? nullptr : out;
 }
 
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// Writes the header of the block at `block`, whose `length` bytes of records follow its header.
+void put_block_header(uint8_t* block, size_t length) {
+  if (length > UINT32_MAX) fail("a trace block of {} bytes of records (4 GiB at most)", length);
+  const uint32_t fields[2] = {kBlockMagic, static_cast<uint32_t>(length)};
+  const uint64_t checksum = xxh3_64(block + kBlockHeaderBytes, length);
+  std::memcpy(block, fields, sizeof(fields));
+  std::memcpy(block + sizeof(fields), &checksum, sizeof(checksum));
+}
+
+// The block header at `pos` of a version-8 file: what is there and how the bytes after it hold its records.
+struct BlockAt {
+  enum { WHOLE, CUT, NOT_A_BLOCK } state;
+  uint32_t magic = 0, length = 0;  // magic: when at least 4 bytes are left; length: when the header is whole
+  uint64_t checksum = 0;
+};
+BlockAt block_at(std::span<const uint8_t> data, size_t pos) {
+  const size_t left = data.size() - pos;
+  BlockAt b{BlockAt::CUT};
+  if (left >= 4) {
+    b.magic = load<uint32_t>(data.data() + pos);
+    if (b.magic != kBlockMagic) return {BlockAt::NOT_A_BLOCK, b.magic};
+  }
+  if (left < kBlockHeaderBytes) return b;
+  b.length = load<uint32_t>(data.data() + pos + 4);
+  b.checksum = load<uint64_t>(data.data() + pos + 8);
+  if (left - kBlockHeaderBytes >= b.length) b.state = BlockAt::WHOLE;
+  return b;
+}
+
 }  // namespace
+
+void seal_block(std::span<const uint8_t> records, std::vector<uint8_t>& out) {
+  const size_t at = out.size();
+  out.resize(at + kBlockHeaderBytes);
+  out.insert(out.end(), records.begin(), records.end());
+  put_block_header(out.data() + at, records.size());
+}
+
+void reseal_blocks(std::span<uint8_t> file) {
+  if (file.size() < kHeaderBytes || std::memcmp(file.data(), kMagic, 8) != 0 ||
+      load<uint32_t>(file.data() + 8) < kFirstBlockVersion)
+    return;
+  for (size_t pos = kHeaderBytes; pos < file.size();) {
+    const BlockAt b = block_at(file, pos);
+    if (b.state != BlockAt::WHOLE) return;
+    put_block_header(file.data() + pos, b.length);
+    pos += kBlockHeaderBytes + b.length;
+  }
+}
 
 TraceWriter::TraceWriter(const std::string& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "wb");
@@ -119,21 +175,38 @@ TraceWriter::TraceWriter(const std::string& path) : path_(path) {
   buffer_.put_bytes(kMagic, 8);
   put<uint32_t>(buffer_, kVersion);
   put<uint32_t>(buffer_, 0);
+  block_start_ = buffer_.size();
+  buffer_.tail(kBlockHeaderBytes);  // the first block's header, written when it is sealed
+  buffer_.append(buffer_.data() + block_start_ + kBlockHeaderBytes);
 }
 
 TraceWriter::~TraceWriter() {
   if (file_) {
-    if (!buffer_.empty()) std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
+    // A destructor cannot report: a run that did not reach flush() failed already (and says why).
+    try {
+      if (const size_t n = seal(); n > 0) std::fwrite(buffer_.data(), 1, n, file_);
+    } catch (const Error&) {
+    }
     std::fclose(file_);
   }
 }
 
+size_t TraceWriter::seal() {
+  const size_t records = bytes_buffered();
+  if (records == 0) return block_start_;  // no block: the file header, if not written yet
+  put_block_header(buffer_.data() + block_start_, records);
+  return buffer_.size();
+}
+
 void TraceWriter::flush() {
-  if (buffer_.empty()) return;
-  if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size() || std::fflush(file_) != 0)
+  const size_t n = seal();
+  if (n == 0) return;
+  if (std::fwrite(buffer_.data(), 1, n, file_) != n || std::fflush(file_) != 0)
     fail("error writing '{}': {}", path_, std::strerror(errno));
-  bytes_written_ += buffer_.size();
+  bytes_written_ += n;
   buffer_.clear();
+  block_start_ = 0;
+  buffer_.append(buffer_.tail(kBlockHeaderBytes) + kBlockHeaderBytes);  // the next block's header
 }
 
 void TraceWriter::begin_record(RecordKind kind) {
@@ -375,19 +448,52 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
     if (id >= strings.size()) fail("'{}': record refers to undefined string {}", path, id);
     return strings[id];
   };
-  size_t pos = kHeaderBytes;
+  auto truncated = [&](std::string reason) {
+    out.complete = false;
+    out.stop_reason = std::move(reason);
+  };
+  // Versions 1 to 6: records up to the end of the file. 7: blocks, each verified when reading reaches it; the records
+  // of the block being read (at byte `block`) end at `end`, and `whole` says whether they are all in the file.
+  const bool blocks = out.version >= kFirstBlockVersion;
+  size_t pos = kHeaderBytes, end = blocks ? pos : data.size(), block = 0;
+  bool whole = false;
+  // A record not whole before `end`: corruption inside a whole block, else where the file is cut.
+  auto cut_record = [&](size_t at, std::string reason) {
+    if (whole) fail("'{}': the block at byte {} ends inside a record", path, block);
+    if (!blocks) return truncated(std::move(reason));
+    // A cut block's records running into a block header: its length was corrupt, not the file cut.
+    if (data.size() - at >= 4 && load<uint32_t>(data.data() + at) == kBlockMagic)
+      fail("'{}': the block at byte {} runs past the end of the file into a block at byte {}", path, block, at);
+  };
   while (pos < data.size()) {
-    if (data.size() - pos < 5) {
-      out.complete = false;
-      out.stop_reason = "file ends inside a record header";
+    if (pos == end) {  // the next block
+      const BlockAt b = block_at(data, pos);
+      if (b.state == BlockAt::NOT_A_BLOCK) fail("'{}': no block at byte {} (magic {:08x})", path, pos, b.magic);
+      block = pos;
+      if (data.size() - pos < kBlockHeaderBytes) {
+        truncated(fmt::format("file ends inside the block at byte {} (in its header)", block));
+        break;
+      }
+      pos += kBlockHeaderBytes;
+      whole = b.state == BlockAt::WHOLE;
+      // The last block, cut short (a killed run): its whole records are read, unverified.
+      if (!whole)
+        truncated(fmt::format("file ends inside the block at byte {} ({} of its {} bytes of records present)", block,
+                              data.size() - pos, b.length));
+      else if (xxh3_64(data.data() + pos, b.length) != b.checksum)
+        fail("'{}': checksum mismatch in the block at byte {} ({} bytes of records)", path, block, b.length);
+      end = whole ? pos + b.length : data.size();
+      continue;
+    }
+    if (end - pos < 5) {
+      cut_record(pos, "file ends inside a record header");
       break;
     }
     uint32_t len;
     std::memcpy(&len, data.data() + pos, 4);
     const auto kind = static_cast<RecordKind>(data[pos + 4]);
-    if (data.size() - pos - 5 < len) {
-      out.complete = false;
-      out.stop_reason = fmt::format("file ends inside a record of {} bytes", len);
+    if (end - pos - 5 < len) {
+      cut_record(pos, fmt::format("file ends inside a record of {} bytes", len));
       break;
     }
     Reader r(data.data() + pos + 5, len);
@@ -458,9 +564,9 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           o.name = str(r.get<uint32_t>());
           get_tensor(o.out);
           o.write = get_range(r);
-          // Versions 1 to 6: u16 n + n op kinds, which no tensortrace wrote (always 0). Kinds would be placement
-          // fields, before the inputs': a delta's field numbers would mean others.
-          if (out.version < 7)
+          // Older versions' fused op kinds, which no tensortrace wrote (always 0). Kinds would be placement fields,
+          // before the inputs': a delta's field numbers would mean others.
+          if (out.version <= kLastFusedVersion)
             if (const uint16_t n_fused = r.get<uint16_t>(); n_fused != 0)
               fail("OP record of node {} with {} fused op kinds (not supported)", o.node, n_fused);
           uint16_t n_inputs = r.get<uint16_t>();
@@ -481,7 +587,7 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             o.stats.inf_count = r.get<uint64_t>();
             o.stats.hash = r.get<uint64_t>();
           }
-          // Fields fix the length: more bytes are a layout this reader does not know (a version-6 OP in a 7 file).
+          // Fields fix the length: more bytes are a layout this reader does not know (an older version's OP).
           if (r.remaining() != 0) fail("OP record of node {} has {} bytes past its fields", o.node, r.remaining());
           remember(o);
           stride[o.node].clear();

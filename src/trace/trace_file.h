@@ -101,8 +101,10 @@ class TraceWriter {
   // Pushes buffered records to the file (the tracer calls it after whole steps: past kFlushBytes, at least every
   // 500 ms, and at the end).
   void flush();
-  uint64_t bytes_written() const { return bytes_written_ + buffer_.size(); }
-  uint64_t bytes_buffered() const { return buffer_.size(); }
+  // Bytes of the file once flushed (the pending block's header included).
+  uint64_t bytes_written() const { return bytes_written_ + (bytes_buffered() > 0 ? buffer_.size() : block_start_); }
+  // Bytes of records not yet written.
+  uint64_t bytes_buffered() const { return buffer_.size() - block_start_ - kBlockHeaderBytes; }
   // Buffered bytes past which the tracer flushes whatever the interval: the buffer stays this size and in cache.
   static constexpr size_t kFlushBytes = 256 << 10;
   uint64_t op_count() const { return op_count_; }
@@ -111,10 +113,15 @@ class TraceWriter {
  private:
   void begin_record(RecordKind kind);
   void end_record();
+  // Completes the pending block's header (its records' length and checksum): the bytes of buffer_ to write, 0 when
+  // there are none (no records, file header written).
+  size_t seal();
 
   std::string path_;
   std::FILE* file_ = nullptr;
+  // The file header until the first flush, then the pending block: its header (filled in by seal) and records.
   RecordBuffer buffer_;
+  size_t block_start_ = 0;  // where the pending block's header is in buffer_
   size_t record_start_ = 0;
   bool in_record_ = false;
   std::vector<uint64_t> cursors_;  // op_advances' scratch: each worker's previous share's end
@@ -129,15 +136,24 @@ struct TraceContents {
   std::vector<OpRecord> ops;
   std::vector<SpanRecord> spans;
   std::vector<IoRecord> io;  // version 2 with --io-trace
-  bool complete = true;      // false when the file ends inside a record
+  bool complete = true;      // false when the file ends inside a record or a block
   uint64_t stopped_at = 0;   // byte offset where reading stopped
   std::string stop_reason;   // why it stopped early (truncated record, ...)
   // Version 7, mixture-of-experts runs: per step, layer and token, in record order (a step's after its ops).
   std::vector<RoutingRecord> routing;
 };
 
-// Reads a whole trace. A truncated tail (a run killed midway) is not an error: every complete record is returned
-// and complete/stopped_at/stop_reason say where and why reading stopped. A corrupt file is an Error.
+// Version 8's block of `records` (whole records): its header (magic, length, XXH3-64 of the records) and the records,
+// appended to out. The writer seals each flush so; tests build files with it.
+void seal_block(std::span<const uint8_t> records, std::vector<uint8_t>& out);
+// Recomputes in place the checksum of every whole block of a version-8 file, up to the first that is cut short or has
+// no block magic (the fuzzers: a mutated payload then reaches the record parser, not only the checksum).
+void reseal_blocks(std::span<uint8_t> file);
+
+// Reads a whole trace. A truncated tail (a run killed midway: the file ends inside the last block) is not an error:
+// every complete record is returned (those of a cut block unverified) and complete/stopped_at/stop_reason say where
+// and why reading stopped. A corrupt file is an Error; version 8's blocks are verified, and a checksum mismatch, a
+// missing block magic or a block whose length runs into the next block names the block's byte offset.
 TraceContents read_trace(const std::string& path);
 // The same from the file's bytes; `path` names it in messages (fuzzed: fuzz/fuzz_trace.cpp).
 TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path);
