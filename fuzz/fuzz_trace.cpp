@@ -34,7 +34,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const tt::trace::OpRecord& o : t.ops) {
       total += std::string(tt::op_name(o.op)).size() + std::string(tt::phase_name(o.phase)).size() + names_of(o.out);
       total += std::string(tt::pool_name(o.write.pool)).size();
-      for (tt::OpKind k : o.fused) total += std::string(tt::op_name(k)).size();
       for (const tt::trace::TensorRecord& in : o.inputs) total += names_of(in);
     }
     for (const tt::trace::IoRecord& io : t.io) total += io.ranges.size() + io.workers.size();

@@ -643,8 +643,8 @@ TEST(AnalysisRunChecks, ModelFileReadPastTheFile) {
   expect_every_loader_rejects(dir, "reads model-file bytes, but no memory-map.json gives the file's size");
 }
 
-// Page sizes are range-checked (2^64 - 1 looped forever doubling the miss-ratio curve's capacity), and jumps between
-// reads past 2^63 are measured without a signed overflow (a forward jump there was counted backward).
+// Page sizes are range-checked (2^64 - 1 would loop forever doubling the miss-ratio curve's capacity), and jumps
+// between reads past 2^63 are measured without a signed overflow (a forward jump there must not count backward).
 TEST(AnalysisRunChecks, PageSizeAndJumpsPast2To63) {
   const uint64_t far = (uint64_t{1} << 63) + 100;
   const std::string dir = crafted_run("far-read", UINT64_MAX, [&](trace::TraceWriter& w, const uint32_t* ids) {
@@ -685,8 +685,8 @@ std::string edited_run(const std::string& from, const std::string& tag, const st
 }
 
 // Bytes of a runtime buffer past its size in buffers.json (issue 36 item 7), and fields of the wrong type in
-// memory-map.json and buffers.json: refused by the loader with the file and the field named (before, analyze and
-// serve threw a bare JSON exception or read past the buffer).
+// memory-map.json and buffers.json: refused by the loader with the file and the field named (not a bare JSON
+// exception, nor a read past the buffer).
 TEST(AnalysisRunChecks, BufferRangesAndFieldTypesChecked) {
   const std::string real = make_run(test::repo_path("models/stories260K.gguf"), "checks", 1, 2);
   // The KV cache of layer 0 (buffer 3) made one byte smaller than what the trace reads of it.

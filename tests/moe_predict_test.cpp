@@ -102,12 +102,17 @@ TEST(MoePredict, RoutingRecordPredictionRoundTrip) {
   EXPECT_EQ(t.routing[0].predicted, (std::vector<uint32_t>{63, 7, 5}));
   EXPECT_EQ(t.routing[0].margin, 0.25f);
   EXPECT_TRUE(t.routing[1].predicted.empty());
-  // The count byte after the margin (header, record length and kind, 15 + 8k bytes) says 2 of the 3 experts.
+  // The count byte after the margin (file and block headers, record length and kind, 15 + 8k bytes) says 2 of the 3
+  // experts; the block's checksum made right again, so that the record is what is refused.
   {
+    std::vector<uint8_t> bytes(std::filesystem::file_size(path));
     std::FILE* f = std::fopen(path.c_str(), "r+b");
     ASSERT_NE(f, nullptr);
-    std::fseek(f, 16 + 5 + 15 + 8 * 3, SEEK_SET);
-    std::fputc(2, f);
+    ASSERT_EQ(std::fread(bytes.data(), 1, bytes.size(), f), bytes.size());
+    bytes.at(trace::kHeaderBytes + trace::kBlockHeaderBytes + 5 + 15 + 8 * 3) = 2;
+    trace::reseal_blocks(bytes);
+    std::rewind(f);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
     std::fclose(f);
   }
   try {

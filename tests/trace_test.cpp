@@ -115,11 +115,11 @@ TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
 // between each step's evaluation and its end (the other thread begins the step's landscape and hash between runs
 // meanwhile). `caller`: the step's logits are the caller's own (derived from the engine's, as a penalty would), its
 // buffer overwritten with NaN right after the step's end. Returns what each steps.jsonl line must say (the hash and
-// top-10 of the logits given to on_step_end, as they were then) and run.json's trace counts.
+// top-10 of the logits given to on_step_end, as they were then) and where the tracer scheduled its work.
 struct HandRun {
   std::vector<std::string> hashes;
   std::vector<std::vector<int32_t>> tops;
-  nlohmann::json counts;
+  Tracer::Scheduling scheduling;
 };
 HandRun trace_by_hand(const std::string& dir, int steps, bool caller, std::chrono::microseconds pause) {
   auto model = load_model(test::repo_path("models/stories260K.gguf"));
@@ -154,7 +154,8 @@ HandRun trace_by_hand(const std::string& dir, int steps, bool caller, std::chron
     std::fill(caller_logits.begin(), caller_logits.end(), NAN);  // the caller reuses its buffer
     token[0] = out.sampled.token;
   }
-  run.counts = tracer.finish();
+  tracer.finish();
+  run.scheduling = tracer.scheduling();
   run_dir.commit();
   return run;
 }
@@ -185,8 +186,8 @@ TEST(Trace, CallerLogitsAreCopiedAtTheStepEnd) {
   constexpr int kSteps = 4;
   const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/true, std::chrono::milliseconds(20));
   expect_step_lines(dir, run);
-  EXPECT_GE(run.counts["steps_begun_between_runs"], 1) << "not even the first step's";
-  EXPECT_EQ(run.counts["begun_steps_given_up"], run.counts["steps_begun_between_runs"]);
+  EXPECT_GE(run.scheduling.steps_begun_between_runs, 1u) << "not even the first step's";
+  EXPECT_EQ(run.scheduling.begun_steps_given_up, run.scheduling.steps_begun_between_runs);
 }
 
 // Between a step's run and its end (while the caller samples), the other thread begins that step's landscape and
@@ -198,8 +199,8 @@ TEST(Trace, LandscapeBegunBetweenRunsIsTheStepsOwn) {
     const std::string dir = (tmp.path / fmt::format("run-{}", pause.count())).string();
     const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/false, pause);
     expect_step_lines(dir, run);
-    EXPECT_EQ(run.counts["begun_steps_given_up"], 0) << "pause " << pause.count() << " us";
-    if (pause.count() > 0) EXPECT_EQ(run.counts["steps_begun_between_runs"], kSteps);
+    EXPECT_EQ(run.scheduling.begun_steps_given_up, 0u) << "pause " << pause.count() << " us";
+    if (pause.count() > 0) EXPECT_EQ(run.scheduling.steps_begun_between_runs, static_cast<uint64_t>(kSteps));
   }
 }
 
@@ -338,7 +339,7 @@ TEST_P(CompactTrace, ReadsBackAsFullRecords) {
     const ExperimentResult r = run_experiment(o, nullptr);
     t[compact] = trace::read_trace(dir + "/trace.bin");
     bytes[compact] = fs::file_size(dir + "/trace.bin");
-    const uint64_t chosen_waiting = r.run_json["trace"]["records_chosen_waiting"].get<uint64_t>();
+    const uint64_t chosen_waiting = r.tracer_scheduling.records_chosen_waiting;
     if (compact == 0 || n_threads == 1)
       EXPECT_EQ(chosen_waiting, 0u) << "compact " << compact << ", " << n_threads << " threads";
     else  // 11 compact steps of 159 nodes, and thread 1 waits at a barrier through every node thread 0 runs alone
@@ -363,7 +364,7 @@ TEST_P(CompactTrace, ReadsBackAsFullRecords) {
                 a.n_threads == b.n_threads && a.name == b.name && same_tensor(a.out, b.out) &&
                 a.write.offset == b.write.offset && a.write.length == b.write.length &&
                 a.write.pos_begin == b.write.pos_begin && a.write.pos_end == b.write.pos_end &&
-                a.write.pool == b.write.pool && a.write.buffer_id == b.write.buffer_id && a.fused == b.fused &&
+                a.write.pool == b.write.pool && a.write.buffer_id == b.write.buffer_id &&
                 a.inputs.size() == b.inputs.size();
     for (size_t k = 0; same && k < a.inputs.size(); ++k) same = same_tensor(a.inputs[k], b.inputs[k]);
     ASSERT_TRUE(same) << "op " << i << " (step " << a.step << ", node " << a.node << ", " << a.name
@@ -487,8 +488,11 @@ std::vector<size_t> block_offsets(std::span<const uint8_t> file) {
   }
   return blocks;
 }
-// The records of a version-8 file written by TraceWriter: its blocks' payloads, in order.
+// The records of a trace file: from version 8 on its blocks' payloads, in order; before, what follows the header.
 std::vector<uint8_t> records_of(std::span<const uint8_t> file) {
+  uint32_t version;
+  std::memcpy(&version, file.data() + 8, 4);
+  if (version < trace::kFirstBlockVersion) return {file.begin() + trace::kHeaderBytes, file.end()};
   std::vector<uint8_t> records;
   for (size_t pos : block_offsets(file)) {
     uint32_t len;
@@ -518,6 +522,23 @@ struct RecordBytes {
     RecordBytes b;
     b.put<uint32_t>(1).put<uint8_t>(1).put<int32_t>(1).put<int32_t>(2).put<uint32_t>(0).put<uint32_t>(count);
     b.put<uint16_t>(n_threads).put<uint64_t>(base);
+    return b;
+  }
+  // An OP record of versions 1 to 7: a MUL_MAT of no inputs named by string 0, step 0, node `node`, on two workers,
+  // with `n_fused` fused op kinds (u16 count, then u8 kinds) between its write range and n_inputs.
+  static RecordBytes old_op(uint32_t node, uint16_t n_fused) {
+    RecordBytes b;
+    b.put<uint32_t>(0).put<uint32_t>(node).put<uint8_t>(0).put<uint8_t>(static_cast<uint8_t>(OpKind::MUL_MAT));
+    b.put<int16_t>(-1).put<int32_t>(0).put<int32_t>(0).put<uint16_t>(0).put<uint16_t>(2).put<uint64_t>(0);
+    b.put<uint64_t>(0).put<uint32_t>(0);
+    // Output tensor: string 0, F32, ACTIVATION, ne 1 x 1 x 1 x 1, no buffer; write range: none.
+    b.put<uint32_t>(0).put<uint8_t>(0).put<uint8_t>(static_cast<uint8_t>(Pool::ACTIVATION));
+    for (int d = 0; d < 4; ++d) b.put<int64_t>(1);
+    b.put<int32_t>(-1).put<uint64_t>(0).put<uint64_t>(0);
+    b.put<uint8_t>(0).put<int32_t>(-1).put<uint64_t>(0).put<uint64_t>(0).put<int32_t>(-1).put<int32_t>(-1);
+    b.put<uint16_t>(n_fused);
+    for (uint16_t k = 0; k < n_fused; ++k) b.put<uint8_t>(static_cast<uint8_t>(OpKind::ADD));
+    b.put<uint16_t>(0).put<uint8_t>(0);  // no inputs, no statistics
     return b;
   }
   // Appends the record to the records of the file at path (written by TraceWriter), whose header then says
@@ -588,14 +609,26 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
                    {{1, 0, 7000, 7500}, {0, 0, 9000, 9400}, {1, 0, 7400, 7600}});
   trace::TraceContents t;
 
+  using K = trace::RecordKind;
+  // write({})'s records in a trace of an older version: its OP records in that version's layout.
+  auto write_old = [&](uint32_t version) {
+    {
+      trace::TraceWriter w(path);
+      w.intern("ffn_out-0");
+      w.flush();
+    }
+    for (uint32_t node = 0; node < 2; ++node) RecordBytes::old_op(node, 0).append_to(path, K::OP, version);
+  };
   auto rejected = [&](const RecordBytes& b, trace::RecordKind kind, uint32_t version, const std::string& expected) {
-    write({});
+    if (version <= trace::kLastFusedVersion)
+      write_old(version);
+    else
+      write({});
     b.append_to(path, kind, version);
     expect_rejected(path, expected);
   };
-  using K = trace::RecordKind;
   // Version 5's OP_ADVANCES: u32 times after base_ns.
-  write({});
+  write_old(5);
   RecordBytes v5 = RecordBytes::advances(2, 2, 100);
   for (uint32_t x : {0u, 10u, 2u, 9u, 10u, 30u, trace::kNoShare, trace::kNoShare}) v5.put<uint32_t>(x);
   v5.append_to(path, K::OP_ADVANCES, 5);
@@ -621,6 +654,34 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
   RecordBytes overflow = RecordBytes::advances(1, 1, UINT64_MAX - 5);
   overflow.varint(1).varint(10);
   rejected(overflow, K::OP_ADVANCES_PACKED, 6, "node 0: worker 0's span ends past 2^64 ns");
+}
+
+// The current version's OP record has no fused op kinds: one in the layout of versions 1 to 7 (two bytes more) is
+// refused. In those versions the kinds are read past when there are none (no tensortrace wrote any), else refused.
+TEST(TraceFormat, CurrentOpRecordsHaveNoFusedKinds) {
+  TempDir tmp;
+  const std::string path = (tmp.path / "trace.bin").string();
+  auto write = [&](const RecordBytes& op, uint32_t version) {
+    {
+      trace::TraceWriter w(path);
+      w.intern("ffn_out-0");
+      w.flush();
+    }
+    op.append_to(path, trace::RecordKind::OP, version);
+  };
+  for (uint32_t version : {1u, trace::kLastFusedVersion}) {
+    write(RecordBytes::old_op(3, 0), version);
+    const trace::TraceContents t = trace::read_trace(path);
+    ASSERT_EQ(t.ops.size(), 1u) << "version " << version;
+    EXPECT_EQ(t.ops[0].node, 3u);
+    EXPECT_EQ(t.ops[0].op, OpKind::MUL_MAT);
+    EXPECT_EQ(t.ops[0].n_threads, 2u);
+    EXPECT_TRUE(t.ops[0].inputs.empty());
+    write(RecordBytes::old_op(3, 2), version);
+    expect_rejected(path, "OP record of node 3 with 2 fused op kinds (not supported)");
+  }
+  write(RecordBytes::old_op(3, 0), trace::kVersion);
+  expect_rejected(path, "OP record of node 3 has 2 bytes past its fields");
 }
 
 // Version 8's blocks: a trace of three steps, each flushed (sealed) on its own, and its blocks' offsets.

@@ -54,7 +54,7 @@ class ThreadPool {
   static int current_thread();
   // Threads 0 and 1 pass a flag back and forth `round_trips` times: the mean time of one round trip in ns (0 with
   // one thread). What every barrier pays; on a VM it changes with where the host places the virtual CPUs
-  // (docs/performance.md: ~50-80 ns on one core complex, ~330 ns across two).
+  // (docs/performance.md).
   double round_trip_ns(int round_trips);
 
  private:

@@ -73,11 +73,6 @@ std::string op_args(const trace::OpRecord& o, std::span<const trace::RoutingReco
   s += fmt::format(",\"output\":{{\"name\":{},\"shape\":{},\"type\":\"{}\",\"pool\":\"{}\",\"bytes\":{}}}",
                    json_string(o.out.name), shape_text(o.out.ne, ","), type_name(o.out.type), pool_name(o.out.pool),
                    o.out.bytes);
-  if (!o.fused.empty()) {
-    std::string f;
-    for (OpKind k : o.fused) f += fmt::format("{}\"{}\"", f.empty() ? "" : ",", op_name(k));
-    s += ",\"fused\":[" + f + "]";
-  }
   if (!routing.empty()) s += routing_arg(routing);
   if (o.has_stats)
     s += fmt::format(",\"stats\":{{\"min\":{},\"max\":{},\"mean\":{},\"nan\":{},\"inf\":{},\"hash\":\"{:016x}\"}}",

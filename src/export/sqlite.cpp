@@ -27,7 +27,7 @@ CREATE TABLE ops (
   name TEXT NOT NULL, layer INTEGER, pos_begin INTEGER, pos_end INTEGER, is_view INTEGER,
   thread INTEGER, n_threads INTEGER, start_ns INTEGER, end_ns INTEGER, duration_ns INTEGER,
   out_type TEXT, out_shape TEXT, out_pool TEXT, out_buffer INTEGER, out_offset INTEGER, out_bytes INTEGER,
-  write_pool TEXT, write_buffer INTEGER, write_offset INTEGER, write_length INTEGER, fused TEXT,
+  write_pool TEXT, write_buffer INTEGER, write_offset INTEGER, write_length INTEGER,
   bytes_read INTEGER, file_bytes_read INTEGER,
   stat_min REAL, stat_max REAL, stat_mean REAL, stat_nan INTEGER, stat_inf INTEGER, stat_hash TEXT);
 CREATE TABLE op_inputs (
@@ -206,7 +206,7 @@ void write_db(Db& db, const RunData& run, const Progress& progress) {
     }
   }
   {
-    Insert op_ins(db, "INSERT INTO ops VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    Insert op_ins(db, "INSERT INTO ops VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     Insert in_ins(db, "INSERT INTO op_inputs VALUES (?,?,?,?,?,?,?,?,?,?,?)");
     Insert r_ins(db,
                  "INSERT INTO ranges (op_id, slot, pool, buffer_id, offset, length, pos_begin, pos_end) "
@@ -226,12 +226,6 @@ void write_db(Db& db, const RunData& run, const Progress& progress) {
             read += r.length;
             if (r.pool == Pool::MODEL_FILE) file_read += r.length;
           }
-        std::string fused;
-        if (!o.fused.empty()) {
-          nlohmann::json f = nlohmann::json::array();
-          for (OpKind k : o.fused) f.push_back(op_name(k));
-          fused = f.dump();
-        }
         op_ins.i(static_cast<int64_t>(id)).i(o.step).i(o.node).s(phase_name(o.phase)).s(op_name(o.op)).s(o.name);
         op_ins.opt(o.layer, o.layer >= 0).i(o.pos_begin).i(o.pos_end).i(op_is_view(o.op));
         op_ins.i(o.thread).i(o.n_threads).u(o.start_ns).u(o.end_ns).u(o.end_ns - o.start_ns);
@@ -244,10 +238,6 @@ void write_db(Db& db, const RunData& run, const Progress& progress) {
               .u(o.write.length);
         else
           op_ins.null().null().null().null();
-        if (fused.empty())
-          op_ins.null();
-        else
-          op_ins.s(fused);
         op_ins.u(read).u(file_read);
         if (o.has_stats)
           op_ins.d(o.stats.min)

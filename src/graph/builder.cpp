@@ -10,11 +10,6 @@ std::string GraphBuilder::name(const std::string& base) const {
   return layer_ >= 0 ? base + "-" + std::to_string(layer_) : base;
 }
 
-Tensor* GraphBuilder::derived(const Tensor* like, const std::string& name, std::initializer_list<int64_t> ne) {
-  (void)like;
-  return g_.new_tensor(name, GgmlType::F32, ne, layer_);
-}
-
 Tensor* GraphBuilder::input(const std::string& name, GgmlType type, std::initializer_list<int64_t> ne, int buffer_id,
                             uint8_t* data, uint64_t offset) {
   Tensor* t = g_.new_tensor(name, type, ne, -1, Pool::INPUT);

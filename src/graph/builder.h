@@ -55,7 +55,6 @@ class GraphBuilder {
   Tensor* permute(const Tensor* x, std::initializer_list<int64_t> ne, const std::string& name);
 
  private:
-  Tensor* derived(const Tensor* like, const std::string& name, std::initializer_list<int64_t> ne);
   Tensor* view_node(OpKind op, const Tensor* x, std::initializer_list<int64_t> ne, const std::string& name);
   Graph& g_;
   int layer_ = -1;

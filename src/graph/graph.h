@@ -54,8 +54,7 @@ struct Node {
   // step: they are filled in by resolve_routed_reads (src/graph/builder.h) once the ids are known, just before
   // the node runs (the executor calls it), so an observer sees them from on_node_begin on.
   std::vector<ByteRange> reads;
-  ByteRange write;            // bytes written (for SET_ROWS: the cache rows)
-  std::vector<OpKind> fused;  // ops a fused kernel performs besides `op` (empty when not fused)
+  ByteRange write;  // bytes written (for SET_ROWS: the cache rows)
 };
 
 // Sizes of runtime buffers, so every range is checked against its buffer when the graph is built.

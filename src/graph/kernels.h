@@ -54,8 +54,7 @@ void compute_node(const Node& node, const ComputeContext& ctx);
 uint64_t node_work(const Node& node);
 
 // Below this much work a node runs on one thread: splitting it saves less than the barrier after it and the
-// other core's cache lines cost (~250 ns for a barrier on the 2-core test VM; stories260K's generation ran at
-// half the speed on two threads than on one when every node was split). Measured in docs/performance.md.
+// other core's cache lines cost (a barrier costs hundreds of ns on the 2-core test VM; docs/performance.md).
 constexpr uint64_t kMinParallelWork = 64 * 1024;
 
 }  // namespace tt

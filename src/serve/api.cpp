@@ -326,11 +326,6 @@ json ServedRun::op_row(size_t i) const {
               {"file_bytes", file_bytes},
               {"buffer_bytes", buffer_bytes},
               {"inputs", std::move(inputs)}};
-  if (!o.fused.empty()) {
-    json f = json::array();
-    for (OpKind k : o.fused) f.push_back(op_name(k));
-    row["fused"] = f;
-  }
   if (o.has_stats)
     row["stats"] = {{"min", o.stats.min},       {"max", o.stats.max},
                     {"mean", o.stats.mean},     {"nan", o.stats.nan_count},

@@ -13,6 +13,8 @@ constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
 // OP_ADVANCES_PACKED), 6 (no ROUTING), 7 (records right after the file header, no blocks).
 constexpr uint32_t kVersion = 8;
 constexpr uint32_t kMinVersion = 1;
+// OP records of versions up to this carry u16 n_fused + u8 op kinds before n_inputs (no tensortrace wrote any kinds).
+constexpr uint32_t kLastFusedVersion = 7;
 constexpr uint32_t kHeaderBytes = 16;  // magic, version, reserved
 
 // Version 8 on: after the file header, blocks of u32 kBlockMagic, u32 payload length, u64 XXH3-64 (seed 0) of the

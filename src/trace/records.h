@@ -50,17 +50,15 @@ struct OpRecord {
   std::string name;
   TensorRecord out;
   RangeRecord write;
-  std::vector<OpKind> fused;
   std::vector<TensorRecord> inputs;
   bool has_stats = false;
   ValueStats stats;
 };
 
 // The placement fields of an op record, in a fixed order: output tensor (type, pool, ne[4], buffer, offset, bytes),
-// write range (pool, buffer, offset, length, positions), fused op kinds, then per input its tensor's fields and its
-// ranges'. Version 5's OP_DELTA and OP_ADVANCES records change a node's previous record by adding to these (as u64,
-// mod 2^64); the counts (fused kinds, inputs, ranges) fix the layout and never change that way. f is called with
-// each field by reference.
+// write range (pool, buffer, offset, length, positions), then per input its tensor's fields and its ranges'. OP_DELTA
+// and OP_ADVANCES records change a node's previous record by adding to these (as u64, mod 2^64); the counts (inputs,
+// ranges) fix the layout and never change that way. f is called with each field by reference.
 template <typename Record, typename F>
 void for_each_placement_field(Record& r, F&& f) {
   auto tensor = [&](auto& t) {
@@ -71,7 +69,6 @@ void for_each_placement_field(Record& r, F&& f) {
   auto range = [&](auto& x) { f(x.pool), f(x.buffer_id), f(x.offset), f(x.length), f(x.pos_begin), f(x.pos_end); };
   tensor(r.out);
   range(r.write);
-  for (auto& k : r.fused) f(k);
   for (auto& in : r.inputs) {
     tensor(in);
     for (auto& x : in.ranges) range(x);
@@ -89,9 +86,9 @@ inline void set_placement_fields(OpRecord& r, const std::vector<uint64_t>& v) {
       r, [&](auto& field) { field = static_cast<std::remove_reference_t<decltype(field)>>(v.at(i++)); });
 }
 
-// The counts that fix where each placement field is: fused kinds, inputs, ranges of each input.
+// The counts that fix where each placement field is: inputs, ranges of each input.
 inline void placement_layout(const OpRecord& r, std::vector<uint32_t>& out) {
-  out.assign({static_cast<uint32_t>(r.fused.size()), static_cast<uint32_t>(r.inputs.size())});
+  out.assign({static_cast<uint32_t>(r.inputs.size())});
   for (const TensorRecord& in : r.inputs) out.push_back(static_cast<uint32_t>(in.ranges.size()));
 }
 

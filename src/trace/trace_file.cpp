@@ -338,8 +338,6 @@ void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
   put<uint32_t>(buffer_, name_id);
   put_tensor(r.out, out_id);
   put_range(buffer_, r.write);
-  put<uint16_t>(buffer_, static_cast<uint16_t>(r.fused.size()));
-  for (OpKind k : r.fused) put<uint8_t>(buffer_, static_cast<uint8_t>(k));
   put<uint16_t>(buffer_, static_cast<uint16_t>(r.inputs.size()));
   for (size_t i = 0; i < r.inputs.size(); ++i) {
     put_tensor(r.inputs[i], ids[2 + i]);
@@ -566,8 +564,11 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           o.name = str(r.get<uint32_t>());
           get_tensor(o.out);
           o.write = get_range(r);
-          uint16_t n_fused = r.get<uint16_t>();
-          for (uint16_t i = 0; i < n_fused; ++i) o.fused.push_back(get_op(r));
+          // Older versions' fused op kinds, which no tensortrace wrote (always 0). Kinds would be placement fields,
+          // before the inputs': a delta's field numbers would mean others.
+          if (out.version <= kLastFusedVersion)
+            if (const uint16_t n_fused = r.get<uint16_t>(); n_fused != 0)
+              fail("OP record of node {} with {} fused op kinds (not supported)", o.node, n_fused);
           uint16_t n_inputs = r.get<uint16_t>();
           o.inputs.resize(n_inputs);
           for (TensorRecord& t : o.inputs) {
@@ -586,6 +587,8 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             o.stats.inf_count = r.get<uint64_t>();
             o.stats.hash = r.get<uint64_t>();
           }
+          // Fields fix the length: more bytes are a layout this reader does not know (an older version's OP).
+          if (r.remaining() != 0) fail("OP record of node {} has {} bytes past its fields", o.node, r.remaining());
           remember(o);
           stride[o.node].clear();
           out.ops.push_back(std::move(o));

@@ -16,8 +16,8 @@
 namespace tt::trace {
 
 // Unsigned LEB128 (7 bits a byte, low first, the high bit set on every byte but the last) of v at p, which has room
-// for kMaxVarintBytes: past the last byte written. A plain loop: a branch-free form for values below 2^28 took twice
-// as long on a step's times (tt_bench BM_TraceWriterAdvances).
+// for kMaxVarintBytes: past the last byte written. A plain loop: most values are one or two bytes, where it beats a
+// branch-free form (tt_bench BM_TraceWriterAdvances).
 constexpr size_t kMaxVarintBytes = 10;
 inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
   for (; v >= 0x80; v >>= 7) *p++ = static_cast<uint8_t>(v | 0x80);
@@ -71,7 +71,7 @@ class TraceWriter {
   // An op with its strings already interned: ids[0] the op name, ids[1] the output, ids[2 + k] input k (the
   // record's own name fields are not read). The tracer interns them once per graph, not once per record.
   void op(const OpRecord& r, const uint32_t* ids);
-  // Version 5, an op whose record is the previous record of the same node index but for the per-step fields (r's
+  // An op whose record is the previous record of the same node index but for the per-step fields (r's
   // step, node, phase, positions, thread, n_threads, times) and the placement fields listed in `changes`: (field
   // index in for_each_placement_field's order, delta to add mod 2^64). The deltas are the node's new stride.
   void op_delta(const OpRecord& r, std::span<const std::pair<uint32_t, uint64_t>> changes);

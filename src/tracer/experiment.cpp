@@ -182,6 +182,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   const GenerateResult& g = result.generation;
   json timings = {{"load_ns", result.load_ns}, {"prompt_ns", g.prompt_ns}, {"step_ns", g.step_ns}};
   json counts = tracer->finish();
+  result.tracer_scheduling = tracer->scheduling();
   const GgufFile& f = *model->file;
   json notes = model->config.notes;
   for (const std::string& n : model->weights.notes) notes.push_back(n);

@@ -29,8 +29,8 @@ typedef int32_t Int16 __attribute__((vector_size(64)));
 
 // exp(x) for -87 <= x <= 0, a vector at a time, without libm (a call per element would cost a millisecond a step on
 // a 150k-token vocabulary): x = n ln2 + r, |r| <= ln2/2, and exp(r) = 1 + r p(r) with p of degree 4 fitted to exp's
-// relative error on that interval (1e-7; the degree-6 Taylor polynomial needed one multiply-add more for the same,
-// and the constant term 1 makes exp(0) exactly 1). One constant for ln2: its rounding (2e-9) times n adds up to
+// relative error on that interval (1e-7 with one multiply-add fewer than a Taylor polynomial; the constant term 1
+// makes exp(0) exactly 1). One constant for ln2: its rounding (2e-9) times n adds up to
 // 2.4e-7 at x = -87 but under 6e-8 for x >= -20, where the terms that matter are (tests: below 2e-7 relative there,
 // 4e-7 down to -87). 2^n from its exponent bits here; the AVX-512 loop below applies it with vscalefps.
 constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.693147180559945309f;
@@ -62,7 +62,7 @@ template <typename Float, typename Int>
 // Z = sum_i exp(d_i), S = sum_i exp(d_i) d_i, D = sum_i d_i, Q = sum_i d_i^2, and min_i l_i. Sixteen float lanes
 // summed over chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. The exponential is most of
 // the cost: the polynomial's fused multiply-adds (x86-64-v3 and up) halve it, two independent vectors hide their
-// latency, and the moments ride along on loads already made (a separate pass cost 4-7 us more a step on 32,000 logits).
+// latency, and the moments ride along on loads already made (a separate pass would read the logits twice).
 // Adds to `out` (sums of earlier chunks: a part summed in pieces of whole chunks gets the same bits as in one call).
 TT_VOCAB_CLONES void distance_sums_portable(const float* l, size_t n, float m, LandscapeSums& out) {
   // Locals: through the reference every add would be a store.
@@ -108,9 +108,8 @@ TT_VOCAB_CLONES void distance_sums_portable(const float* l, size_t n, float m, L
 #if defined(__x86_64__)
 // The same sums with AVX-512 intrinsics: the clamp as one max, n rounded by vrndscaleps and 2^n applied by
 // vscalefps (the portable form needs two adds, a conversion, an integer add and shift and a multiply for those),
-// and the tail in masked vectors through the same exponential. 16 operations a vector instead of 23: the
-// landscape of 32,000 logits takes 9.9 us instead of 12.9, of 151,936 40.7 instead of 52.7 (tt_bench
-// BM_LogitLandscape, before: the portable loop's v4 clone with the degree-6 polynomial).
+// and the tail in masked vectors through the same exponential: 16 operations a vector where the portable loop
+// needs 23 (tt_bench BM_LogitLandscape measures both).
 #define TT_AVX512 __attribute__((target("avx512f")))
 // The sums' accumulators, per vector lane.
 struct Avx512Sums {

@@ -148,9 +148,9 @@ const char* node_category(const std::string& name) {
   return "attention";
 }
 
-// Capacity for n elements with every page already touched: on a VM the first touch of a fresh page costs ~10 us
-// (measured: 10.3 us per 4 KiB page on the 2-core test VM, 0.15 us when touched again), so the buffers that fill
-// during steps are faulted in here, at set-up, and then reused.
+// Capacity for n elements with every page already touched: on a VM the first touch of a fresh page costs far more
+// than touching it again (docs/performance.md), so the buffers that fill during steps are faulted in here, at
+// set-up, and then reused.
 template <typename Container>
 void reserve_touched(Container& c, size_t n) {
   c.resize(n);
@@ -253,8 +253,8 @@ Tracer::GraphNames Tracer::intern_graph(const Graph& g, const AllocPlan& plan) {
   GraphNames names;
   for (const Node& n : g.nodes()) {
     names.node_offset.push_back(static_cast<uint32_t>(names.ids.size()));
-    names.ids.push_back(writer_.intern(n.out->name));  // the op is named after what it computes
-    names.ids.push_back(writer_.intern(n.out->name));
+    const uint32_t out = writer_.intern(n.out->name);
+    names.ids.insert(names.ids.end(), {out, out});  // the op is named after what it computes
     for (const Tensor* s : n.src) names.ids.push_back(writer_.intern(s->name));
   }
   uint64_t live = 0;
@@ -309,8 +309,8 @@ std::string Tracer::graph_key(const Graph& g) {
   return fmt::format("{:016x}", XXH3_64bits(b.data(), b.size()));
 }
 
-// The graph as JSON text, written directly (an nlohmann tree of a 500-node graph took 5 ms, inside the first
-// timed step of every new graph).
+// The graph as JSON text, written directly: building an nlohmann tree of the graph costs milliseconds, inside the
+// first timed step of every new graph.
 std::string Tracer::graph_json(const Graph& g) const {
   JsonLine nodes, edges;
   std::unordered_map<const Tensor*, std::string> producer;  // tensor -> node id that computed it
@@ -558,7 +558,6 @@ void Tracer::on_node_done(int node, const Node& n) {
 void Tracer::fill_placement(trace::OpRecord& r, const Node& n) {
   fill_tensor(r.out, *n.out);
   r.write = to_record(n.write);
-  r.fused = n.fused;
   r.inputs.resize(n.src.size());
   for (size_t k = 0; k < n.src.size(); ++k) {
     fill_tensor(r.inputs[k], *n.src[k]);
@@ -575,12 +574,10 @@ namespace {
 // checks the two agree on every full record.
 void node_placement(const Node& n, std::vector<uint32_t>& layout, std::vector<uint64_t>& fields) {
   constexpr size_t kTensorFields = 9, kRangeFields = 6;
-  layout.assign(2 + n.src.size(), 0);
-  layout[0] = static_cast<uint32_t>(n.fused.size());
-  layout[1] = static_cast<uint32_t>(n.src.size());
-  for (const ByteRange& br : n.reads) ++layout[2 + br.input];
-  fields.resize(kTensorFields + kRangeFields + n.fused.size() + n.src.size() * kTensorFields +
-                n.reads.size() * kRangeFields);
+  layout.assign(1 + n.src.size(), 0);
+  layout[0] = static_cast<uint32_t>(n.src.size());
+  for (const ByteRange& br : n.reads) ++layout[1 + br.input];
+  fields.resize(kTensorFields + kRangeFields + n.src.size() * kTensorFields + n.reads.size() * kRangeFields);
   uint64_t* p = fields.data();
   auto put = [&](auto v) { *p++ = static_cast<uint64_t>(v); };
   auto tensor = [&](const Tensor& t) {
@@ -597,7 +594,6 @@ void node_placement(const Node& n, std::vector<uint32_t>& layout, std::vector<ui
   };
   tensor(*n.out);
   range(n.write);
-  for (OpKind k : n.fused) put(k);
   for (size_t k = 0; k < n.src.size(); ++k) {
     tensor(*n.src[k]);
     for (const ByteRange& br : n.reads)
@@ -660,7 +656,7 @@ bool Tracer::idle_pieces(bool choose, const IdleStop& stop) {
         StepRecords& r = records_[running_];
         const size_t before = r.chosen;
         more = choose_next_record();
-        records_chosen_waiting_ += r.chosen - before;
+        scheduling_.records_chosen_waiting += r.chosen - before;
       } else {
         more = false;
       }
@@ -708,7 +704,7 @@ bool Tracer::between_runs_unit(void* ctx, const IdleStop& stop) {
       t.begin_pending(r.logits, true, t.logits_written_fast(*r.records, r.logits));
       t.pending_step_.outcome_known = false;
       t.pending_.store(true, std::memory_order_release);
-      ++t.steps_begun_between_runs_;
+      ++t.scheduling_.steps_begun_between_runs;
       r.state.store(BEGUN, std::memory_order_release);
     }
     // Only the landscape and hash of a step begun here: the records and line need the step's end, and thread 0
@@ -841,7 +837,7 @@ bool Tracer::write_records_piece(StepRecords& r) {
   // Buffer timeline: allocations when their node starts, frees when it ends. The events themselves are the
   // graph's (cached with its names); a step keeps only the run thread's node times, expanded into buffers.json
   // by finish(). They go to a scratch file with each flush: memory that grows with the run costs a step far more
-  // than its copy on this kind of VM (first touches of fresh pages: 64 us a step for 6 kB on synth-llama-768).
+  // than its copy on a VM (first touches of fresh pages, see reserve_touched).
   StepBuffers b = r.buffers;
   b.times_at = node_times_written_ + node_times_.size();
   step_buffers_.push_back(b);
@@ -980,7 +976,7 @@ void Tracer::on_step_end(const StepOutcome& o) {
   if (begun && !keep_begun) {
     pool_.end_between_jobs_work();  // no thread is on it any more
     run.state.store(CLOSED, std::memory_order_relaxed);
-    pending_.store(false, std::memory_order_relaxed), ++begun_steps_given_up_;
+    pending_.store(false, std::memory_order_relaxed), ++scheduling_.begun_steps_given_up;
   }
   PendingStep& next = pending_step_;
   // What is left of the previous step's records, landscape and line (begun: none, this step's output node waited for
@@ -1038,8 +1034,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
   pending_.store(true, std::memory_order_release);
   running_ ^= 1;  // the next step's spans and choices go to the other records
   // Each buffer is written when it passes kFlushBytes (it is reserved twice that, so it never grows inside a
-  // step), and all of them at least every kFlushIntervalNs (what a killed run can lose): a write call costs 20-45
-  // us on this VM whatever its size, so small buffers are not written every few steps.
+  // step), and all of them at least every kFlushIntervalNs (what a killed run can lose): a write call costs tens of
+  // microseconds on a VM whatever its size, so small buffers are not written every few steps.
   const uint64_t now = rec.ns_after;  // a few microseconds ago at most
   const bool interval = now - last_flush_ns_ >= kFlushIntervalNs;
   if (interval || steps_pending_.size() >= trace::TraceWriter::kFlushBytes) flush_steps();
@@ -1269,16 +1265,9 @@ json Tracer::finish() {
                    {"peak_bytes", peak}},
                   -1);
   writer_.flush();
-  return {{"ops", writer_.op_count()},
-          {"spans", writer_.span_count()},
-          {"steps", step_graph_.size()},
-          {"graphs", graphs_.size()},
-          {"buffer_events", events.size()},
-          {"trace_bytes", writer_.bytes_written()},
-          {"tracer_ns", self_ns()},
-          {"records_chosen_waiting", records_chosen_waiting_},
-          {"steps_begun_between_runs", steps_begun_between_runs_},
-          {"begun_steps_given_up", begun_steps_given_up_}};
+  return {{"ops", writer_.op_count()}, {"spans", writer_.span_count()},  {"steps", step_graph_.size()},
+          {"graphs", graphs_.size()},  {"buffer_events", events.size()}, {"trace_bytes", writer_.bytes_written()},
+          {"tracer_ns", self_ns()}};
 }
 
 }  // namespace tt

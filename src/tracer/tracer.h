@@ -90,6 +90,14 @@ class Tracer : public GenerateObserver {
   uint64_t self_ns() const { return ticks_to_ns(self_ticks_); }
   // Of which in generation steps (from their on_step_begin to their on_step_end).
   uint64_t generate_self_ns() const { return ticks_to_ns(generate_self_ticks_); }
+  // Where the tracer's deferred work ran over the run: for tests of that scheduling, not part of run.json.
+  struct Scheduling {
+    uint64_t records_chosen_waiting = 0;    // op records whose form the threads chose while waiting at barriers
+    uint64_t steps_begun_between_runs = 0;  // steps whose landscape a thread began between runs
+    uint64_t begun_steps_given_up = 0;      // of those, given up (the caller's logits were others)
+  };
+  // Complete after finish().
+  const Scheduling& scheduling() const { return scheduling_; }
 
  private:
   using Span = WorkerSpan;
@@ -216,9 +224,7 @@ class Tracer : public GenerateObserver {
   // IdleWork between runs: opens the run's step as pending_step_ (when the previous one is done) and does its
   // landscape and hash pieces until stopped (the next run, or the pool's end_between_jobs_work) or done with them.
   static bool between_runs_unit(void* ctx, const IdleStop& stop);
-  uint64_t records_chosen_waiting_ = 0;  // by idle_unit over the run (run.json)
-  // Steps whose landscape a thread began between runs, and of them those given up (the caller's logits were others).
-  uint64_t steps_begun_between_runs_ = 0, begun_steps_given_up_ = 0;
+  Scheduling scheduling_;
   std::exception_ptr idle_failure_;       // thrown in a piece of idle work, rethrown on the run's thread
   std::atomic<bool> idle_failed_{false};  // a piece failed: no more idle work (the run ends with the failure)
   void keep_idle_failure();               // in a catch block of idle work
@@ -263,11 +269,9 @@ class Tracer : public GenerateObserver {
     bool logits_in_place = false;
     // Flush the logits' cache lines after their last read (the hash). Read by a waiting thread, they stay shared
     // with the core that wrote them, and the next step's output projection has to take each back before writing
-    // it (~2 ns a line to flush, and that node reads them for ownership from memory instead). Only when that node
-    // wrote a line of them every kFastLineNs or faster on each worker: then taking lines back stalls its writes
-    // (TinyLLama-v0, 41 ns a line: traced/untraced 0.96 -> 0.98-0.99 with the threads on one core complex, 0.82 ->
-    // 1.03 on two); a slower writer hides it, and the flush costs more than it saves (synth-qwen2-256, 163 ns a
-    // line: 0.94 -> 0.91 on one core complex, though 0.91 -> 0.94 on two).
+    // it. Only when that node wrote a line of them every kFastLineNs or faster on each worker: then taking lines
+    // back stalls its writes, while a slower writer hides that and the flush costs more than it saves
+    // (docs/performance.md, "Tracing overhead").
     bool evict_logits = false;
     StepRecords* records = nullptr;        // not yet written (RECORDS)
     const StepRecords* routing = nullptr;  // the step's routing rows, for the line (none: a dense model)
@@ -371,9 +375,9 @@ class Tracer : public GenerateObserver {
   uint64_t last_flush_ns_ = 0;
 
   // The tracer's own cost: time spent in its callbacks on the run's thread (where it delays the next step), in
-  // tick_count() units: every callback is timed, and a counter read costs less than a steady-clock read (~10 ns
-  // against ~24 ns on the test VM, mostly hidden behind the work around it). self_ns() converts them at the
-  // counter's rate over the run so far (tick_scale from ticks0_, ns0_: the two read together at construction).
+  // tick_count() units: every callback is timed, and a counter read costs less than a steady-clock read
+  // (docs/performance.md). self_ns() converts them at the counter's rate over the run so far (tick_scale from
+  // ticks0_, ns0_: the two read together at construction).
   uint64_t self_ticks_ = 0, generate_self_ticks_ = 0;
   uint64_t ticks0_ = 0, ns0_ = 0;
   uint64_t ticks_to_ns(uint64_t ticks) const;

@@ -63,7 +63,7 @@ export const OpInput = object({ name: str, type: str, shape: array(num), pool: s
 export const OpRow = object({
   i: num, step: num, node: num, phase: str, op: str, layer: nullable(num), name: str, thread: num, n_threads: num,
   start_ns: num, end_ns: num, type: str, shape: array(num), pool: str, out_bytes: num, file_bytes: num,
-  buffer_bytes: num, inputs: array(OpInput), fused: optional(array(str)),
+  buffer_bytes: num, inputs: array(OpInput),
   stats: optional(object({ min: nullable(num), max: nullable(num), mean: nullable(num), nan: num, inf: num, hash: str })),
 });
 // `located`: with `locate`, the op's position in the filtered list (null: filtered out).
