@@ -69,6 +69,8 @@ int run(const AnalyzeArgs& a) {
   opt.page_bytes = a.page_bytes;
 
   const RunData run = load_run(a.run_dirs.front());
+  if (!opt.experts.sizes.empty() && run.trace.routing.empty())
+    fail("--expert-cache: '{}' has no routing records (not a mixture-of-experts run)", a.run_dirs.front());
   Report rep = analyze(run, opt);
   if (a.run_dirs.size() > 1) {
     std::vector<RunData> others;

@@ -22,6 +22,10 @@ json() { python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print(e
 
 expect_error "--moe-predict on a dense model" "needs a mixture-of-experts model; this llama model has no experts" \
   run --no-progress -m "$repo/models/TinyLLama-v0.Q4_0.gguf" -p Hi -n 1 --moe-predict -o "$scratch/dense"
+"$bin" run --no-progress -m "$repo/models/stories260K.gguf" -p Hi -n 1 -o "$scratch/dense-run" >/dev/null 2>&1 ||
+  fail "run of a dense model"
+expect_error "--expert-cache on a dense run" "has no routing records .not a mixture-of-experts run." \
+  analyze "$scratch/dense-run" --expert-cache 4
 
 shared=$repo/../shared/models
 if [ -f "$shared/synth-mixtral-256.Q4_K_M.gguf" ] && [ -f "$shared/synth-qwen3moe-256.Q4_K_M.gguf" ]; then
