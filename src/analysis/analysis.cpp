@@ -437,7 +437,7 @@ Report analyze(const RunData& run, const AnalyzeOptions& opt) {
   r.io = io_summary(t);
   r.memory = memory_section(run);
   if (!opt.cache_sizes.empty()) r.cache_sim = cache_sim_section(reads, opt);
-  r.moe = moe_section(run, opt.experts);
+  r.moe = moe_section(run, reads, opt.experts);
   return r;
 }
 

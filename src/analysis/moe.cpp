@@ -264,7 +264,8 @@ std::vector<ExpertCacheResult> replay_expert_cache(const std::vector<Access>& ac
   return out;
 }
 
-std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptions& cache) {
+std::optional<MoeSection> moe_section(const RunData& run, const std::vector<FileRead>& reads,
+                                      const ExpertCacheOptions& cache) {
   if (run.trace.routing.empty()) return std::nullopt;
   MoeSection m;
   m.shape = moe_shape(run);
@@ -366,7 +367,7 @@ std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptio
   // and the rest.
   const auto phases = step_phases(run);
   std::map<std::tuple<int, Phase, bool>, uint64_t> bytes;  // (layer, phase, expert slab) -> bytes read
-  for (const FileRead& read : file_reads(run.trace))
+  for (const FileRead& read : reads)
     bytes[{read.layer, phase_of(phases, read.step), read.tensor.find("_exps.") != std::string::npos}] += read.length;
   for (const auto& [key, total] : bytes) {
     const auto [layer, phase, expert] = key;

@@ -18,6 +18,8 @@
 
 namespace tt::analysis {
 
+struct FileRead;  // analysis.h
+
 // The experts of a run's model: per routed layer, the bytes of one expert (its rows of every 3-D `*_exps` tensor
 // of that layer, from the memory map).
 struct MoeShape {
@@ -73,6 +75,9 @@ struct ExpertCacheResult {
   uint64_t accesses = 0, hits = 0, misses = 0, cold_misses = 0, bytes_loaded = 0;  // demand accesses
   uint64_t prefetches = 0, prefetch_bytes = 0, useful_prefetches = 0;              // CacheResult's
   double hit_rate() const { return accesses ? static_cast<double>(hits) / accesses : 0.0; }
+  double bytes_loaded_per(uint64_t tokens) const {
+    return tokens ? static_cast<double>(bytes_loaded) / static_cast<double>(tokens) : 0.0;
+  }
 };
 // Replays the accesses of one or more runs (a server's pooled workload: runs one after another) of one model.
 std::vector<ExpertCacheResult> replay_expert_cache(const std::vector<Access>& accesses, const MoeShape& shape,
@@ -128,8 +133,9 @@ struct MoeSection {
   Prefetch prefetch = Prefetch::NONE;
   double read_bytes_per_s = 0;
 };
-// nullopt for a run without routing.
-std::optional<MoeSection> moe_section(const RunData& run, const ExpertCacheOptions& cache);
+// nullopt for a run without routing. `reads`: the run's model-file reads (analysis.h file_reads).
+std::optional<MoeSection> moe_section(const RunData& run, const std::vector<FileRead>& reads,
+                                      const ExpertCacheOptions& cache);
 
 // The expert-cache replay of several runs of one model as one workload (a server's: their accesses one run after
 // another).

@@ -226,7 +226,7 @@ json expert_cache_json(const std::vector<ExpertCacheResult>& cache, uint64_t tok
                        Prefetch prefetch, double read_bytes_per_s) {
   json results = json::array();
   for (const ExpertCacheResult& c : cache) {
-    const double per_token = tokens ? static_cast<double>(c.bytes_loaded) / static_cast<double>(tokens) : 0.0;
+    const double per_token = c.bytes_loaded_per(tokens);
     json row = {{"size", c.size},
                 {"policy", policy_name(c.policy)},
                 {"capacity_bytes", c.capacity_bytes},
@@ -257,7 +257,7 @@ std::string expert_cache_text(const std::vector<ExpertCacheResult>& cache, uint6
                    "misses", "hit rate", "loaded/token", prefetching ? "  prefetched  useful" : "",
                    read_bytes_per_s > 0 ? "  load time/token" : "");
   for (const ExpertCacheResult& c : cache) {
-    const double per_token = tokens ? static_cast<double>(c.bytes_loaded) / static_cast<double>(tokens) : 0.0;
+    const double per_token = c.bytes_loaded_per(tokens);
     o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}", c.size, mib(c.capacity_bytes),
                      policy_name(c.policy), c.hits, c.misses, pct(c.hit_rate()), mib(static_cast<uint64_t>(per_token)));
     if (prefetching) o += fmt::format("  {:>10} {:>7}", mib(c.prefetch_bytes), c.useful_prefetches);
