@@ -186,6 +186,13 @@ TEST(Engine, CorruptMoeFilesAreRefusedClearly) {
         std::string::npos)
         << e;
   }
+  {
+    // llama.cpp's limit: every per-(layer, expert) table stays bounded.
+    test::TinyModelSpec spec = moe();
+    spec.extra_u32 = {{"llama.expert_count", 513}};
+    const std::string e = load_error(spec);
+    EXPECT_NE(e.find("'llama.expert_count' = 513 is above the 512 experts a layer may have"), std::string::npos) << e;
+  }
   for (uint32_t used : {0u, 5u}) {
     test::TinyModelSpec spec = moe();
     spec.n_expert_used = static_cast<int>(used);

@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "analysis/analysis.h"
 #include "core/error.h"
 #include "support/paths.h"
 #include "tracer/experiment.h"
@@ -389,6 +390,23 @@ TEST_F(Export, LoaderErrors) {
   msg = error_of(copy.string());
   EXPECT_NE(msg.find("steps.jsonl:4"), std::string::npos) << msg;
   fs::copy_file(fs::path(run_dir()) / "steps.jsonl", copy / "steps.jsonl", fs::copy_options::overwrite_existing);
+  // A memory-map tensor whose shape does not need its bytes: readers size tables from shapes, so it is refused.
+  const json map = read_json(fs::path(run_dir()) / "memory-map.json");
+  for (auto [edit, expected] : std::initializer_list<std::pair<void (*)(json&), const char*>>{
+           {[](json& t) { t["shape"][1] = 40000000; }, "but its shape needs"},
+           {[](json& t) { t["size_bytes"] = t["size_bytes"].get<uint64_t>() + 1; }, "but its shape needs"},
+           {[](json& t) { t["shape"][0] = -3; }, "a negative dimension"},
+           {[](json& t) { t["shape"] = json::array(); }, "has 0 dimensions"},
+           {[](json& t) { t["type"] = "Q9_9"; }, "unknown type 'Q9_9'"}}) {
+    json m = map;
+    edit(m["tensors"][1]);
+    std::ofstream(copy / "memory-map.json", std::ios::trunc) << m.dump();
+    msg = error_of(copy.string());
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+    EXPECT_NE(msg.find(m["tensors"][1]["name"].get<std::string>()), std::string::npos) << msg;
+  }
+  fs::copy_file(fs::path(run_dir()) / "memory-map.json", copy / "memory-map.json",
+                fs::copy_options::overwrite_existing);
   std::ofstream(copy / "trace.bin", std::ios::binary | std::ios::trunc) << "garbage!garbage!garbage!";
   msg = error_of(copy.string());
   EXPECT_NE(msg.find("not a tensortrace trace"), std::string::npos) << msg;
@@ -675,6 +693,52 @@ TEST_F(ExportMoe, RoutingCsvHasARowPerSlot) {
       EXPECT_EQ(it->second.second, x.weights[k]);
     }
   EXPECT_EQ(rows.size(), slots);
+}
+
+// A run whose memory map claims more experts per layer than llama.cpp allows is refused before any reader sizes a
+// per-(layer, expert) table from it: by the loader where a router says so, by the analysis where expert tensors do.
+TEST_F(ExportMoe, ExpertCountsAboveTheLimitAreRefused) {
+  const fs::path copy = root() / "many-experts";
+  fs::copy(run_dir(), copy, fs::copy_options::recursive);
+  json map = read_json(copy / "memory-map.json");
+  // Tensor `name` resized to `n` experts in dimension `dim`, its bytes and the file grown to match.
+  auto widen = [&](json& m, const std::string& name, size_t dim, int64_t n) {
+    for (json& t : m["tensors"])
+      if (t["name"] == name) {
+        const uint64_t bytes = t["size_bytes"].get<uint64_t>() / t["shape"][dim].get<uint64_t>() * n;
+        t["shape"][dim] = n;
+        t["size_bytes"] = bytes;
+        t["offset_start"] = m["file_size"];
+        t["offset_end"] = m["file_size"].get<uint64_t>() + bytes;
+        m["file_size"] = t["offset_end"];
+        return;
+      }
+    FAIL() << "no tensor " << name;
+  };
+  json routers = map;
+  widen(routers, "blk.0.ffn_gate_inp.weight", 1, 600);
+  std::ofstream(copy / "memory-map.json", std::ios::trunc) << routers.dump();
+  try {
+    load_run(copy.string());
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the router of layer 0 has 600 experts, above the 512"), std::string::npos)
+        << e.what();
+  }
+  json experts = map;
+  widen(experts, "blk.0.ffn_up_exps.weight", 2, 600);
+  std::ofstream(copy / "memory-map.json", std::ios::trunc) << experts.dump();
+  const RunData r = load_run(copy.string());
+  analysis::AnalyzeOptions opt;
+  opt.measure_bandwidth = false;
+  try {
+    analysis::analyze(r, opt);
+    ADD_FAILURE() << "analysed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.0.ffn_up_exps.weight: 600 experts, outside the 1 to 512"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // A dense run has no routing to export: an error naming the run, nothing written.

@@ -10,6 +10,7 @@
 
 #include "analysis/analysis.h"
 #include "core/error.h"
+#include "gguf/memory_map.h"
 
 namespace tt::analysis {
 namespace {
@@ -123,6 +124,8 @@ MoeShape moe_shape(const RunData& run) {
       continue;
     }
     TT_CHECK(t.layer.has_value(), "expert tensor {} without a layer", t.name);
+    if (t.shape[2] < 1 || t.shape[2] > kMaxExperts)
+      fail("{}: {} experts, outside the 1 to {} a layer may have", t.name, t.shape[2], kMaxExperts);
     const int n = static_cast<int>(t.shape[2]);
     if (s.n_expert == 0) s.n_expert = n;
     if (n != s.n_expert) fail("{}: {} experts, other expert tensors have {}", t.name, n, s.n_expert);

@@ -20,6 +20,10 @@ struct TensorRole {
 // Role of a tensor from its GGUF name (llama.cpp's naming: token_embd, blk.N.attn_q, ...).
 TensorRole tensor_role(std::string_view name);
 
+// The most experts a layer may have: llama.cpp's LLAMA_MAX_EXPERTS, so a model llama.cpp cannot load is refused
+// here too, and every per-(layer, expert) table a run's reader builds stays bounded whatever a file claims.
+inline constexpr int64_t kMaxExperts = 512;
+
 // Expert e of a 3-D expert tensor (llama.cpp's ffn_*_exps, [ne0, ne1, n_expert]) is the contiguous slab of ne1 rows
 // starting at e x bytes_per_expert from the tensor's start.
 struct ExpertSlabs {

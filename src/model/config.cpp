@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "gguf/memory_map.h"
 
 namespace tt {
 namespace {
@@ -25,6 +26,9 @@ void read_expert_config(const GgufFile& f, const std::string& p, ModelConfig& c)
     return;
   }
   c.n_expert = required_int(f, p + "expert_count");
+  if (c.n_expert > kMaxExperts)
+    fail("{}: metadata key '{}expert_count' = {} is above the {} experts a layer may have (llama.cpp's limit)",
+         f.path(), p, c.n_expert, kMaxExperts);
   const std::optional<uint64_t> used = f.get_uint(p + "expert_used_count");
   if (!used) fail("{}: missing required metadata key '{}expert_used_count'", f.path(), p);
   if (*used == 0 || *used > static_cast<uint64_t>(c.n_expert))

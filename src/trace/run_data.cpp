@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "gguf/ggml_type.h"
+#include "gguf/memory_map.h"
 
 namespace tt {
 
@@ -210,6 +212,35 @@ void load_steps(RunData& r) {
   }
 }
 
+// A memory-map tensor describes itself consistently: a known type, one to four dimensions, and the bytes its shape
+// and type need (GGUF's rule) equal to its size and its span in the file. Readers size tables from shapes (experts
+// per layer, rows), so a shape is only believed when the bytes it claims agree.
+void check_tensor_shape(const MapTensor& m, const std::string& path) {
+  const std::optional<GgmlType> type = type_from_name(m.type);
+  if (!type) fail("'{}': tensor '{}' has unknown type '{}'", path, m.name, m.type);
+  if (m.shape.empty() || m.shape.size() > 4)
+    fail("'{}': tensor '{}' has {} dimensions (must be 1 to 4)", path, m.name, m.shape.size());
+  const GgmlTypeTraits& traits = type_traits(*type);
+  uint64_t elements = 1;
+  for (int64_t ne : m.shape) {
+    if (ne < 0 || (ne != 0 && elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / ne))
+      fail("'{}': tensor '{}' has shape {}: a negative dimension or more than 2^63 elements", path, m.name,
+           fmt::join(m.shape, "x"));
+    elements *= static_cast<uint64_t>(ne);
+  }
+  if (m.shape[0] % traits.block_size != 0)
+    fail("'{}': tensor '{}': row length {} is not a whole number of {} blocks of {} elements", path, m.name, m.shape[0],
+         traits.name, traits.block_size);
+  const uint64_t blocks = elements / traits.block_size;
+  if (blocks > std::numeric_limits<uint64_t>::max() / traits.bytes_per_block ||
+      blocks * traits.bytes_per_block != m.size_bytes || m.offset_end - m.offset_start != m.size_bytes)
+    fail("'{}': tensor '{}' ({} {}) says it is {} bytes at {} to {}, but its shape needs {} bytes", path, m.name,
+         m.type, fmt::join(m.shape, "x"), m.size_bytes, m.offset_start, m.offset_end,
+         blocks > std::numeric_limits<uint64_t>::max() / traits.bytes_per_block
+             ? std::string("more than 2^64")
+             : std::to_string(blocks * traits.bytes_per_block));
+}
+
 void load_memory_map(RunData& r) {
   const std::string path = r.dir + "/memory-map.json";
   if (!fs::exists(path)) {
@@ -236,6 +267,7 @@ void load_memory_map(RunData& r) {
     m.category = field<std::string>(t, "category", path, at_i);
     m.component = field<std::string>(t, "component", path, at_i);
     m.index = i;
+    check_tensor_shape(m, path);
     if (m.offset_end < m.offset_start || (r.file_size && m.offset_end > *r.file_size))
       fail("'{}': tensor '{}' spans bytes {} to {}, outside the {}-byte model file", path, m.name, m.offset_start,
            m.offset_end, r.file_size.value_or(0));
@@ -426,6 +458,9 @@ void check_trace(RunData& r) {
         fail("'{}': routing record of step {} layer {}, which has no router (blk.{}.ffn_gate_inp.weight) in the model",
              path, x.step, x.layer, x.layer);
       it->second = router->shape[1];
+      if (it->second > kMaxExperts)
+        fail("'{}': the router of layer {} has {} experts, above the {} a layer may have", path, x.layer, it->second,
+             kMaxExperts);
     }
     if (static_cast<int64_t>(x.experts.size()) > it->second)
       fail("'{}': routing record of step {} layer {} chooses {} of {} experts", path, x.step, x.layer, x.experts.size(),
