@@ -365,6 +365,26 @@ TEST_P(AnalysisMoe, PicksAndCacheReplayEqualAnIndependentCount) {
   opt.experts.sizes = {parse_expert_cache_size(std::to_string(n_expert))};
   const Report whole = analyze(run, opt);
   for (const ExpertCacheResult& c : whole.moe->cache) EXPECT_EQ(c.misses, c.cold_misses);
+  // OPT is never beaten: at each size no policy misses less.
+  for (const ExpertCacheResult& c : m.cache)
+    for (const ExpertCacheResult& o : m.cache)
+      if (o.size == c.size && o.policy == CachePolicy::OPT)
+        EXPECT_GE(c.misses, o.misses) << policy_name(c.policy) << " size " << c.size;
+  // Sizes in total slots: L and 2L slots over L routed layers (every layer's experts the same size in these models)
+  // are 1 and 2 experts per layer, in both scopes.
+  const size_t n_layers = m.shape.layers.size();
+  for (CacheScope scope : {CacheScope::PER_LAYER, CacheScope::GLOBAL}) {
+    opt.experts.scope = scope;
+    opt.experts.sizes = expert_cache_sizes_from_list("1,2");
+    const Report per_layer = analyze(run, opt);
+    opt.experts.sizes = expert_cache_sizes_from_list(fmt::format("{}slots,{}slots", n_layers, 2 * n_layers));
+    const Report slots = analyze(run, opt);
+    ASSERT_EQ(slots.moe->cache.size(), per_layer.moe->cache.size());
+    for (size_t i = 0; i < slots.moe->cache.size(); ++i) {
+      EXPECT_EQ(slots.moe->cache[i].capacity_bytes, per_layer.moe->cache[i].capacity_bytes) << scope_name(scope) << i;
+      EXPECT_EQ(slots.moe->cache[i].misses, per_layer.moe->cache[i].misses) << scope_name(scope) << i;
+    }
+  }
   // Expert bytes are read in the expert layers only, and each generated token reads n_used experts' slabs a layer.
   ASSERT_TRUE(m.bytes_per_token.count("GENERATE"));
   uint64_t one_token = 0;
@@ -386,9 +406,151 @@ TEST(AnalysisMoe, ExpertCacheSizes) {
   EXPECT_EQ(parse_expert_cache_size("8").unit, ExpertCacheSize::Unit::EXPERTS_PER_LAYER);
   EXPECT_EQ(parse_expert_cache_size("25%").value, 25.0);
   EXPECT_EQ(parse_expert_cache_size("256M").value, 256.0 * 1024 * 1024);
-  for (const char* bad : {"0", "0%", "101%", "%", "x%", "-3", "12Q", "9999999999"})
+  EXPECT_EQ(parse_expert_cache_size("96slots").unit, ExpertCacheSize::Unit::SLOTS);
+  EXPECT_EQ(parse_expert_cache_size("96slots").value, 96.0);
+  for (const char* bad : {"0", "0%", "101%", "%", "x%", "-3", "12Q", "9999999999", "0slots", "slots", "1.5slots",
+                          "-2slots", "9999999999slots"})
     EXPECT_THROW(parse_expert_cache_size(bad), Error) << bad;
   EXPECT_THROW(scope_from_name("layer"), Error);
+}
+
+// The viewer's /expert-cache answers `analyze --expert-cache`'s table for the same parameters (one replay, not two),
+// with defaults for the whole curve, and refuses bad parameters with a 400 naming them.
+TEST(AnalysisMoe, ViewerExpertCacheIsAnalyzes) {
+  TT_REQUIRE_SHARED();
+  const std::string dir = make_run(test::shared_path("models/synth-qwen3moe-256.Q4_K_M.gguf"), "moe-api", 2, 6);
+  const RunData run = load_run(dir);
+  const serve::Api api({dir});
+  auto get = [&](const serve::Params& p) {
+    const serve::Response r = api.handle("/api/runs/0/expert-cache", p);
+    return std::make_pair(r.status, nlohmann::json::parse(r.body));
+  };
+  for (const char* scope : {"global", "per-layer"})
+    for (const char* prefetch : {"none", "previous-token"}) {
+      AnalyzeOptions opt;
+      opt.measure_bandwidth = false;
+      opt.experts.sizes = expert_cache_sizes_from_list("1,4,25%,64K");
+      opt.experts.policies = policies_from_list("lru,least-stale,opt");
+      opt.experts.scope = scope_from_name(scope);
+      opt.experts.prefetch = prefetch_from_name(prefetch);
+      const nlohmann::json a = to_json(analyze(run, opt))["moe"];
+      const auto [status, v] = get(
+          {{"sizes", "1,4,25%,64K"}, {"policies", "lru,least-stale,opt"}, {"scope", scope}, {"prefetch", prefetch}});
+      ASSERT_EQ(status, 200) << v.dump();
+      EXPECT_EQ(v["results"], a["expert_cache"]["results"]) << scope << " " << prefetch;
+      EXPECT_EQ(v["scope"], scope);
+      EXPECT_EQ(v["prefetch"], prefetch);
+      EXPECT_EQ(v["tokens"], a["tokens"]);
+      EXPECT_EQ(v["n_expert"], a["n_expert"]);
+    }
+  // Defaults: every policy at 1, 2, 4, ... experts per layer up to all of them, which misses only first uses.
+  const auto [status, v] = get({});
+  ASSERT_EQ(status, 200) << v.dump();
+  const int n_expert = v["n_expert"];
+  std::vector<std::string> sizes;
+  for (int n = 1; n < n_expert; n *= 2) sizes.push_back(std::to_string(n));
+  sizes.push_back(std::to_string(n_expert));
+  ASSERT_EQ(v["results"].size(), sizes.size() * 6);
+  for (size_t i = 0; i < v["results"].size(); ++i) EXPECT_EQ(v["results"][i]["size"], sizes[i / 6]);
+  for (const auto& row : v["results"])
+    if (row["size"] == sizes.back()) EXPECT_EQ(row["misses"], row["cold_misses"]) << row.dump();
+  EXPECT_EQ(v["read_rate_source"], "none");  // no --io-trace: no load time
+  EXPECT_TRUE(v["results"][0]["load_seconds_per_token"].is_null());
+  const auto [given_status, given] = get({{"sizes", "2"}, {"policies", "lru"}, {"read_gbps", "2"}});
+  ASSERT_EQ(given_status, 200);
+  EXPECT_DOUBLE_EQ(given["results"][0]["load_seconds_per_token"].get<double>(),
+                   given["results"][0]["bytes_loaded_per_token"].get<double>() / 2e9);
+
+  std::string many_sizes;  // 50 sizes x 6 policies: more replays than a request may ask for
+  for (int i = 1; i <= 50; ++i) many_sizes += std::to_string(i) + ",";
+  for (const auto& [params, words] :
+       std::vector<std::pair<serve::Params, std::string>>{{{{"sizes", "0"}}, "expert cache size '0'"},
+                                                          {{{"sizes", ","}}, "no expert cache size"},
+                                                          {{{"policies", "mru"}}, "unknown cache policy 'mru'"},
+                                                          {{{"policies", ""}}, "no cache policy"},
+                                                          {{{"scope", "layer"}}, "unknown cache scope 'layer'"},
+                                                          {{{"prefetch", "next"}}, "unknown expert prefetch 'next'"},
+                                                          {{{"prefetch", "predicted"}}, "no expert predictions"},
+                                                          {{{"read_gbps", "-1"}}, "parameter 'read_gbps'"},
+                                                          {{{"sizes", many_sizes}}, "replays a request"}}) {
+    const auto [st, e] = get(params);
+    EXPECT_EQ(st, 400) << params.begin()->first << ": " << e.dump();
+    EXPECT_NE(e.value("error", "").find(words), std::string::npos) << e.dump();
+  }
+  const std::string dense = make_run(test::repo_path("models/stories260K.gguf"), "dense-api", 1, 2);
+  EXPECT_EQ(serve::Api({dense}).handle("/api/runs/0/expert-cache", {}).status, 404);
+}
+
+// The storage read rate a run measured: bytes its workers read from storage over the time of the ops that read.
+TEST(AnalysisIo, StorageReadRate) {
+  trace::TraceContents t;
+  EXPECT_EQ(storage_reads(t).bytes_per_s(), 0.0);
+  for (uint32_t node = 0; node < 3; ++node) {
+    trace::OpRecord o;
+    o.node = node;
+    o.start_ns = node * 10'000'000;
+    o.end_ns = o.start_ns + (node + 1) * 1'000'000;  // 1, 2, 3 ms
+    t.ops.push_back(o);
+  }
+  trace::IoRecord io;
+  io.node = 0;
+  io.workers = {{0, 1, 0, 1'000'000}, {1, 0, 0, 2'000'000}};  // 3 MB in op 0's 1 ms
+  t.io.push_back(io);
+  io.node = 1;
+  io.workers = {{0, 0, 5, 0}};  // reads nothing from storage: not part of the rate
+  t.io.push_back(io);
+  io.node = 2;
+  io.workers = {{0, 0, 0, 3'000'000}};  // 3 MB in 3 ms
+  t.io.push_back(io);
+  const StorageReads s = storage_reads(t);
+  EXPECT_EQ(s.bytes, 6'000'000u);
+  EXPECT_EQ(s.ns, 4'000'000u);
+  EXPECT_DOUBLE_EQ(s.bytes_per_s(), 1.5e9);
+  EXPECT_DOUBLE_EQ(io_summary(t)["storage_read_bytes_per_s"].get<double>(), 1.5e9);
+}
+
+// --read-gbps's default: the storage read rate the run measured with --io-trace; without it, the load time says it
+// needs --read-gbps instead of guessing one.
+TEST(AnalysisMoe, LoadTimeDefaultsToTheRunsMeasuredReadRate) {
+  TT_REQUIRE_SHARED();
+  const std::string dir = make_run(test::shared_path("models/synth-qwen3moe-256.Q4_K_M.gguf"), "moe-rate", 1, 4);
+  RunData run = load_run(dir);
+  ASSERT_TRUE(run.trace.io.empty());
+  AnalyzeOptions opt;
+  opt.measure_bandwidth = false;
+  opt.experts.sizes = expert_cache_sizes_from_list("2");
+  opt.experts.policies = {CachePolicy::LRU};
+  {
+    const Report rep = analyze(run, opt);
+    const nlohmann::json j = to_json(rep)["moe"]["expert_cache"];
+    EXPECT_EQ(j["read_rate_source"], "none");
+    EXPECT_TRUE(j["read_bytes_per_s"].is_null());
+    EXPECT_TRUE(j["results"][0]["load_seconds_per_token"].is_null());
+    EXPECT_NE(render_text(rep).find("load time/token: needs --read-gbps"), std::string::npos) << render_text(rep);
+  }
+  // An IO record of a run made with --io-trace: 4 MiB read from storage during one op.
+  const trace::OpRecord& op = run.trace.ops.at(run.trace.ops.size() / 2);
+  ASSERT_GT(op.end_ns, op.start_ns);
+  trace::IoRecord io;
+  io.step = op.step;
+  io.node = op.node;
+  io.workers = {{0, 1, 0, 4 << 20}};
+  run.trace.io.push_back(io);
+  const double measured = static_cast<double>(4 << 20) * 1e9 / static_cast<double>(op.end_ns - op.start_ns);
+  {
+    const Report rep = analyze(run, opt);
+    const nlohmann::json j = to_json(rep)["moe"]["expert_cache"];
+    EXPECT_EQ(j["read_rate_source"], "io-trace");
+    EXPECT_DOUBLE_EQ(j["read_bytes_per_s"].get<double>(), measured);
+    EXPECT_DOUBLE_EQ(j["results"][0]["load_seconds_per_token"].get<double>(),
+                     j["results"][0]["bytes_loaded_per_token"].get<double>() / measured);
+    EXPECT_NE(render_text(rep).find("the storage read rate the run measured"), std::string::npos);
+  }
+  // --read-gbps given: it wins over the measured rate.
+  opt.experts.read_bytes_per_s = 3e9;
+  const nlohmann::json j = to_json(analyze(run, opt))["moe"]["expert_cache"];
+  EXPECT_EQ(j["read_rate_source"], "--read-gbps");
+  EXPECT_DOUBLE_EQ(j["read_bytes_per_s"].get<double>(), 3e9);
 }
 
 TEST(AnalysisRun, StoriesReport) {

@@ -44,17 +44,8 @@ int run(const AnalyzeArgs& a) {
   AnalyzeOptions opt;
   for (const std::string& s : split(a.cache_sim)) opt.cache_sizes.push_back(parse_size(s));
   // Each simulation's own default set of policies unless --policy names them.
-  if (!a.policy.empty()) {
-    std::vector<CachePolicy> policies;
-    for (const std::string& p : split(a.policy)) {
-      auto pol = policy_from_name(p);
-      if (!pol) fail("--policy: unknown policy '{}' (lru, lfu, fifo, lru-2, least-stale, opt)", p);
-      policies.push_back(*pol);
-    }
-    if (policies.empty()) fail("--policy: give at least one of lru, lfu, fifo, lru-2, least-stale, opt");
-    opt.policies = opt.experts.policies = policies;
-  }
-  for (const std::string& s : split(a.expert_cache)) opt.experts.sizes.push_back(parse_expert_cache_size(s));
+  if (!a.policy.empty()) opt.policies = opt.experts.policies = policies_from_list(a.policy);
+  if (!a.expert_cache.empty()) opt.experts.sizes = expert_cache_sizes_from_list(a.expert_cache);
   opt.experts.scope = scope_from_name(a.scope);
   opt.experts.prefetch = prefetch_from_name(a.prefetch);
   if (a.run_dirs.size() > 1 && opt.experts.sizes.empty())
@@ -120,15 +111,17 @@ RegisterCommand reg(
           ->check(range<uint64_t>(1, analysis::kMaxPageBytes));
       cmd.add_option(
           "--expert-cache", a->expert_cache,
-          "MoE runs: replay the routing through expert caches of these sizes: experts per layer (8), percent "
-          "of the expert bytes (25%) or bytes (256M)");
+          "MoE runs: replay the routing through expert caches of these sizes: experts per layer (8), experts "
+          "in all (96slots), percent of the expert bytes (25%) or bytes (256M)");
       cmd.add_option("--scope", a->scope,
                      "Expert cache: one cache for all layers (global) or one per layer (per-layer)");
       cmd.add_option("--prefetch", a->prefetch,
                      "Expert cache: before each layer's loads, prefetch the experts predicted for it (predicted: "
                      "needs run --moe-predict), those of the previous token (previous-token), or none")
           ->check(CLI::IsMember({"none", "predicted", "previous-token"}));
-      cmd.add_option("--read-gbps", a->read_gbps, "Expert cache: storage read rate in GB/s for the load time per token")
+      cmd.add_option("--read-gbps", a->read_gbps,
+                     "Expert cache: storage read rate in GB/s for the load time per token (default: the rate the run "
+                     "measured with run --io-trace; without it, no load time)")
           ->check(range<double>(0.001, 1e6));
       cmd.add_option("--compare", a->compare, "Compare with a second run (e.g. cold without vs with --prefetch)");
       return [a]() { return run(*a); };

@@ -206,6 +206,9 @@ struct Report {
 Report analyze(const RunData& run, const AnalyzeOptions& options);  // throws tt::Error (options out of range)
 
 nlohmann::json to_json(const Report& report);  // `analyze --json` (docs/analysis.md)
+// The expert-cache replay's table (`moe.expert_cache`, `pooled` and the viewer's /expert-cache), `tokens` routed.
+nlohmann::json expert_cache_json(const std::vector<ExpertCacheResult>& cache, uint64_t tokens, CacheScope scope,
+                                 Prefetch prefetch, const ReadRate& rate);
 std::string render_text(const Report& report);
 // Writes miss-ratio-curve.svg, bytes-per-step.svg, time-per-layer.svg (and for MoE runs expert-picks.svg and, with an
 // expert-cache replay, expert-cache.svg) into dir; returns the file names.
@@ -217,6 +220,14 @@ inline nlohmann::json analyze_run(const RunData& run, const AnalyzeOptions& opti
 
 // IO records (run --io-trace) summed per run and per step; null when the trace has none.
 nlohmann::json io_summary(const trace::TraceContents& t);
+
+// What a run's workers read from storage (IO records, run --io-trace) and the wall time of the ops during which they
+// read: the storage read rate the run measured.
+struct StorageReads {
+  uint64_t bytes = 0, ns = 0;
+  double bytes_per_s() const { return ns ? static_cast<double>(bytes) * 1e9 / static_cast<double>(ns) : 0.0; }
+};
+StorageReads storage_reads(const trace::TraceContents& t);
 
 // Two runs of the same model (e.g. cold without and with --prefetch): time to first token, stall time, bytes read.
 nlohmann::json compare_runs(const RunData& a, const RunData& b);

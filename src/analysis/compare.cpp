@@ -40,12 +40,34 @@ json run_summary(const RunData& r) {
   return j;
 }
 
+// Wall time of each (step, node)'s op.
+std::map<std::pair<uint32_t, uint32_t>, uint64_t> op_durations(const trace::TraceContents& t) {
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> out;
+  for (const trace::OpRecord& o : t.ops) out[{o.step, o.node}] = o.end_ns > o.start_ns ? o.end_ns - o.start_ns : 0;
+  return out;
+}
+
 }  // namespace
+
+StorageReads storage_reads(const trace::TraceContents& t) {
+  StorageReads out;
+  if (t.io.empty()) return out;
+  const auto durations = op_durations(t);
+  for (const trace::IoRecord& io : t.io) {
+    uint64_t bytes = 0;
+    for (const trace::IoWorker& w : io.workers) bytes += w.read_bytes;
+    if (bytes == 0) continue;
+    auto it = durations.find({io.step, io.node});
+    if (it == durations.end()) continue;  // an op the trace lost (a killed run): no time to divide by
+    out.bytes += bytes;
+    out.ns += it->second;
+  }
+  return out;
+}
 
 json io_summary(const trace::TraceContents& t) {
   if (t.io.empty()) return nullptr;
-  std::map<std::pair<uint32_t, uint32_t>, const trace::OpRecord*> ops;
-  for (const trace::OpRecord& o : t.ops) ops[{o.step, o.node}] = &o;
+  const auto ops = op_durations(t);
   uint64_t nonres = 0, pages = 0, faults = 0, minor = 0, storage = 0, stall = 0, io_ops = 0;
   std::map<uint32_t, json> steps;
   for (const trace::IoRecord& io : t.io) {
@@ -58,8 +80,7 @@ json io_summary(const trace::TraceContents& t) {
     minor += mn;
     storage += s;
     auto it = ops.find({io.step, io.node});
-    const uint64_t d =
-        it != ops.end() && it->second->end_ns > it->second->start_ns ? it->second->end_ns - it->second->start_ns : 0;
+    const uint64_t d = it != ops.end() ? it->second : 0;
     if (f > 0 || s > 0) stall += d;
     json& st = steps[io.step];
     if (st.is_null())
@@ -87,6 +108,7 @@ json io_summary(const trace::TraceContents& t) {
           {"minor_faults", minor},
           {"storage_read_bytes", storage},
           {"stall_ns", stall},
+          {"storage_read_bytes_per_s", storage_reads(t).bytes_per_s()},
           {"time_to_first_token_ns", ttft},
           {"note", "stall: total time of the ops during which a worker took a major fault or read from storage"},
           {"steps", js}};

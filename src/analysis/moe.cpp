@@ -95,6 +95,17 @@ std::vector<StepLoad> step_loads(const RunData& run, const MoeShape& shape, Pref
   return out;
 }
 
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    if (end > begin) out.push_back(list.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
 double gini(std::vector<uint64_t> x) {
   std::sort(x.begin(), x.end());
   const double n = static_cast<double>(x.size());
@@ -181,6 +192,30 @@ std::vector<Access> expert_accesses(const RunData& run, const MoeShape& shape, P
   return out;
 }
 
+const char* read_rate_source_name(ReadRate::Source s) {
+  switch (s) {
+    case ReadRate::Source::NONE:
+      return "none";
+    case ReadRate::Source::GIVEN:
+      return "--read-gbps";
+    case ReadRate::Source::IO_TRACE:
+      return "io-trace";
+  }
+  return "?";
+}
+
+ReadRate expert_read_rate(const std::vector<const RunData*>& runs, double given_bytes_per_s) {
+  if (given_bytes_per_s > 0) return {ReadRate::Source::GIVEN, given_bytes_per_s};
+  StorageReads all;
+  for (const RunData* run : runs) {
+    const StorageReads s = storage_reads(run->trace);
+    all.bytes += s.bytes;
+    all.ns += s.ns;
+  }
+  if (all.bytes == 0 || all.ns == 0) return {};
+  return {ReadRate::Source::IO_TRACE, all.bytes_per_s()};
+}
+
 ExpertCacheSize parse_expert_cache_size(const std::string& text) {
   ExpertCacheSize s;
   s.text = text;
@@ -201,9 +236,38 @@ ExpertCacheSize parse_expert_cache_size(const std::string& text) {
     s.unit = ExpertCacheSize::Unit::EXPERTS_PER_LAYER;
     return s;
   }
+  if (text.ends_with("slots")) {
+    const std::string number = text.substr(0, text.size() - 5);
+    if (number.empty() || number.size() > 9 ||
+        !std::all_of(number.begin(), number.end(),
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
+        std::stoul(number) < 1)
+      fail("expert cache size '{}': a whole number of slots, at least 1 (e.g. 96slots)", text);
+    s.value = std::stod(number);
+    s.unit = ExpertCacheSize::Unit::SLOTS;
+    return s;
+  }
   s.value = static_cast<double>(parse_size(text));  // "256MiB", "1G"
   s.unit = ExpertCacheSize::Unit::BYTES;
   return s;
+}
+
+std::vector<ExpertCacheSize> expert_cache_sizes_from_list(const std::string& list) {
+  std::vector<ExpertCacheSize> out;
+  for (const std::string& s : split_list(list)) out.push_back(parse_expert_cache_size(s));
+  if (out.empty()) fail("no expert cache size in '{}' (e.g. 2,8,25%,256MiB)", list);
+  return out;
+}
+
+std::vector<CachePolicy> policies_from_list(const std::string& list) {
+  std::vector<CachePolicy> out;
+  for (const std::string& p : split_list(list)) {
+    const auto policy = policy_from_name(p);
+    if (!policy) fail("unknown cache policy '{}' (lru, lfu, fifo, lru-2, least-stale, opt)", p);
+    out.push_back(*policy);
+  }
+  if (out.empty()) fail("no cache policy in '{}' (lru, lfu, fifo, lru-2, least-stale, opt)", list);
+  return out;
 }
 
 const char* scope_name(CacheScope s) { return s == CacheScope::GLOBAL ? "global" : "per-layer"; }
@@ -224,6 +288,10 @@ std::vector<ExpertCacheResult> replay_expert_cache(const std::vector<Access>& ac
     switch (size.unit) {
       case ExpertCacheSize::Unit::EXPERTS_PER_LAYER:
         return static_cast<uint64_t>(size.value) * (layer ? shape.expert_bytes[*layer] : layer_expert_bytes);
+      case ExpertCacheSize::Unit::SLOTS:  // slots of the mean expert; per layer, its share of them
+        return static_cast<uint64_t>(size.value *
+                                     static_cast<double>(layer ? shape.expert_bytes[*layer] : layer_expert_bytes) /
+                                     static_cast<double>(shape.layers.size()));
       case ExpertCacheSize::Unit::PERCENT:
         return static_cast<uint64_t>(size.value / 100.0 * layer_share * layer_expert_bytes * shape.n_expert);
       case ExpertCacheSize::Unit::BYTES:
@@ -389,7 +457,7 @@ std::optional<MoeSection> moe_section(const RunData& run, const std::vector<File
   if (!cache.sizes.empty()) m.cache = replay_expert_cache(expert_accesses(run, shape, cache.prefetch), shape, cache);
   m.scope = cache.scope;
   m.prefetch = cache.prefetch;
-  m.read_bytes_per_s = cache.read_bytes_per_s;
+  m.read_rate = expert_read_rate({&run}, cache.read_bytes_per_s);
   return m;
 }
 
@@ -397,7 +465,6 @@ PooledExpertCache pooled_expert_cache(const std::vector<const RunData*>& runs, c
   PooledExpertCache out;
   out.scope = options.scope;
   out.prefetch = options.prefetch;
-  out.read_bytes_per_s = options.read_bytes_per_s;
   std::vector<Access> accesses;
   MoeShape first;
   for (const RunData* run : runs) {
@@ -420,6 +487,7 @@ PooledExpertCache pooled_expert_cache(const std::vector<const RunData*>& runs, c
     out.runs.push_back(run->dir);
   }
   out.cache = replay_expert_cache(accesses, first, options);
+  out.read_rate = expert_read_rate(runs, options.read_bytes_per_s);
   return out;
 }
 

@@ -47,13 +47,19 @@ Prefetch prefetch_from_name(const std::string& name);  // "none", "predicted", "
 std::vector<Access> expert_accesses(const RunData& run, const MoeShape& shape, Prefetch prefetch = Prefetch::NONE);
 
 struct ExpertCacheSize {
-  enum class Unit { EXPERTS_PER_LAYER, PERCENT, BYTES };
+  enum class Unit { EXPERTS_PER_LAYER, SLOTS, PERCENT, BYTES };
   Unit unit = Unit::EXPERTS_PER_LAYER;
   double value = 0;
   std::string text;  // as given
 };
-// "8" (experts per layer), "25%" (of the expert bytes), "256MiB" / "1G" (bytes). Throws tt::Error.
+// "8" (experts per layer), "96slots" (experts in all, of the routed layers' mean expert bytes), "25%" (of the expert
+// bytes), "256MiB" / "1G" (bytes). Throws tt::Error.
 ExpertCacheSize parse_expert_cache_size(const std::string& text);
+
+// A comma-separated list of sizes ("2,8,25%") or of policies ("lru,opt"; cache_sim.h names), empty items skipped.
+// Throws tt::Error naming a bad item, or when the list names none.
+std::vector<ExpertCacheSize> expert_cache_sizes_from_list(const std::string& list);
+std::vector<CachePolicy> policies_from_list(const std::string& list);
 
 enum class CacheScope { GLOBAL, PER_LAYER };
 const char* scope_name(CacheScope s);
@@ -65,8 +71,18 @@ struct ExpertCacheOptions {
                                        CachePolicy::LRU2, CachePolicy::LEAST_STALE, CachePolicy::OPT};
   CacheScope scope = CacheScope::GLOBAL;
   Prefetch prefetch = Prefetch::NONE;
-  double read_bytes_per_s = 0;  // storage read rate for the load time; 0: not reported
+  double read_bytes_per_s = 0;  // --read-gbps; 0: the rate the runs measured (ReadRate)
 };
+
+// The storage read rate the load time per token is computed with: --read-gbps when given, else the rate the replayed
+// runs measured with `run --io-trace` (storage_reads), else none: the load time then needs --read-gbps.
+struct ReadRate {
+  enum class Source { NONE, GIVEN, IO_TRACE };
+  Source source = Source::NONE;
+  double bytes_per_s = 0;
+};
+const char* read_rate_source_name(ReadRate::Source s);  // "none", "--read-gbps", "io-trace"
+ReadRate expert_read_rate(const std::vector<const RunData*>& runs, double given_bytes_per_s);
 
 struct ExpertCacheResult {
   std::string size;  // as given
@@ -131,7 +147,7 @@ struct MoeSection {
   std::vector<ExpertCacheResult> cache;  // with ExpertCacheOptions::sizes
   CacheScope scope = CacheScope::GLOBAL;
   Prefetch prefetch = Prefetch::NONE;
-  double read_bytes_per_s = 0;
+  ReadRate read_rate;
 };
 // nullopt for a run without routing. `reads`: the run's model-file reads (analysis.h file_reads).
 std::optional<MoeSection> moe_section(const RunData& run, const std::vector<FileRead>& reads,
@@ -145,7 +161,7 @@ struct PooledExpertCache {
   std::vector<ExpertCacheResult> cache;
   CacheScope scope = CacheScope::GLOBAL;
   Prefetch prefetch = Prefetch::NONE;
-  double read_bytes_per_s = 0;
+  ReadRate read_rate;
 };
 // Throws tt::Error naming the runs when one has no routing or their experts differ (count, layers, bytes).
 PooledExpertCache pooled_expert_cache(const std::vector<const RunData*>& runs, const ExpertCacheOptions& options);

@@ -219,50 +219,68 @@ json cache_sim_json(const CacheSimSection& c) {
 }
 
 std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
+std::string gbps(double bps) { return fmt::format("{:.2f} GB/s", bps / 1e9); }
 std::string mib(uint64_t b) { return format_bytes(b); }
 
-// The expert-cache replay's table (one run's or pooled runs', `tokens` routed).
+}  // namespace
+
 json expert_cache_json(const std::vector<ExpertCacheResult>& cache, uint64_t tokens, CacheScope scope,
-                       Prefetch prefetch, double read_bytes_per_s) {
+                       Prefetch prefetch, const ReadRate& rate) {
+  const bool timed = rate.source != ReadRate::Source::NONE;
   json results = json::array();
   for (const ExpertCacheResult& c : cache) {
     const double per_token = c.bytes_loaded_per(tokens);
-    json row = {{"size", c.size},
-                {"policy", policy_name(c.policy)},
-                {"capacity_bytes", c.capacity_bytes},
-                {"accesses", c.accesses},
-                {"hits", c.hits},
-                {"misses", c.misses},
-                {"cold_misses", c.cold_misses},
-                {"hit_rate", c.hit_rate()},
-                {"bytes_loaded", c.bytes_loaded},
-                {"bytes_loaded_per_token", per_token},
-                {"prefetches", c.prefetches},
-                {"prefetch_bytes", c.prefetch_bytes},
-                {"useful_prefetches", c.useful_prefetches}};
-    if (read_bytes_per_s > 0) row["load_seconds_per_token"] = per_token / read_bytes_per_s;
-    results.push_back(row);
+    results.push_back({{"size", c.size},
+                       {"policy", policy_name(c.policy)},
+                       {"capacity_bytes", c.capacity_bytes},
+                       {"accesses", c.accesses},
+                       {"hits", c.hits},
+                       {"misses", c.misses},
+                       {"cold_misses", c.cold_misses},
+                       {"hit_rate", c.hit_rate()},
+                       {"bytes_loaded", c.bytes_loaded},
+                       {"bytes_loaded_per_token", per_token},
+                       {"load_seconds_per_token", timed ? json(per_token / rate.bytes_per_s) : json()},
+                       {"prefetches", c.prefetches},
+                       {"prefetch_bytes", c.prefetch_bytes},
+                       {"useful_prefetches", c.useful_prefetches}});
   }
-  json j = {{"scope", scope_name(scope)}, {"prefetch", prefetch_name(prefetch)}, {"results", results}};
-  if (read_bytes_per_s > 0) j["read_bytes_per_s"] = read_bytes_per_s;
-  return j;
+  return {{"scope", scope_name(scope)},
+          {"prefetch", prefetch_name(prefetch)},
+          {"read_bytes_per_s", timed ? json(rate.bytes_per_s) : json()},
+          {"read_rate_source", read_rate_source_name(rate.source)},
+          {"results", results}};
 }
 
+namespace {
+
+// The expert-cache replay's table (one run's or pooled runs', `tokens` routed).
 std::string expert_cache_text(const std::vector<ExpertCacheResult>& cache, uint64_t tokens, CacheScope scope,
-                              Prefetch prefetch, double read_bytes_per_s) {
-  const bool prefetching = prefetch != Prefetch::NONE;
+                              Prefetch prefetch, const ReadRate& rate) {
+  const bool prefetching = prefetch != Prefetch::NONE, timed = rate.source != ReadRate::Source::NONE;
   std::string o =
       fmt::format("  expert cache replay ({} scope, prefetch {}):\n", scope_name(scope), prefetch_name(prefetch));
-  o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}{}{}\n", "size", "capacity", "policy", "hits",
-                   "misses", "hit rate", "loaded/token", prefetching ? "  prefetched  useful" : "",
-                   read_bytes_per_s > 0 ? "  load time/token" : "");
+  o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}{}  {:>15}\n", "size", "capacity", "policy", "hits",
+                   "misses", "hit rate", "loaded/token", prefetching ? "  prefetched  useful" : "", "load time/token");
   for (const ExpertCacheResult& c : cache) {
     const double per_token = c.bytes_loaded_per(tokens);
     o += fmt::format("  {:>8} {:>10} {:<12} {:>9} {:>9} {:>9} {:>12}", c.size, mib(c.capacity_bytes),
                      policy_name(c.policy), c.hits, c.misses, pct(c.hit_rate()), mib(static_cast<uint64_t>(per_token)));
     if (prefetching) o += fmt::format("  {:>10} {:>7}", mib(c.prefetch_bytes), c.useful_prefetches);
-    if (read_bytes_per_s > 0) o += fmt::format("  {:>12.3f} ms", per_token / read_bytes_per_s * 1e3);
+    o += timed ? fmt::format("  {:>12.3f} ms", per_token / rate.bytes_per_s * 1e3) : fmt::format("  {:>15}", "-");
     o += "\n";
+  }
+  switch (rate.source) {
+    case ReadRate::Source::NONE:
+      o += "  load time/token: needs --read-gbps (the run has no storage reads measured with run --io-trace)\n";
+      break;
+    case ReadRate::Source::GIVEN:
+      o += fmt::format("  load time/token at {} (--read-gbps)\n", gbps(rate.bytes_per_s));
+      break;
+    case ReadRate::Source::IO_TRACE:
+      o += fmt::format("  load time/token at {}, the storage read rate the run measured (run --io-trace)\n",
+                       gbps(rate.bytes_per_s));
+      break;
   }
   return o;
 }
@@ -309,8 +327,7 @@ json moe_json(const MoeSection& m) {
             {"reuse_distance", {{"first_picks", m.first_picks}, {"bins", reuse}}},
             {"bytes_per_token", bytes_json(m.bytes_per_token)},
             {"layer_bytes_per_token", layer_bytes}};
-  if (!m.cache.empty())
-    j["expert_cache"] = expert_cache_json(m.cache, m.tokens, m.scope, m.prefetch, m.read_bytes_per_s);
+  if (!m.cache.empty()) j["expert_cache"] = expert_cache_json(m.cache, m.tokens, m.scope, m.prefetch, m.read_rate);
   {
     auto recall_json = [](const std::map<std::string, PredictorRecall>& by_phase) {
       json p = json::object();
@@ -328,7 +345,6 @@ json moe_json(const MoeSection& m) {
   return j;
 }
 
-std::string gbps(double bps) { return fmt::format("{:.2f} GB/s", bps / 1e9); }
 std::string ms(uint64_t ns) { return fmt::format("{:.3f} ms", ns / 1e6); }
 std::string ms(double ns) { return ms(static_cast<uint64_t>(ns)); }
 
@@ -368,7 +384,7 @@ std::string moe_text(const MoeSection& m) {
       o += fmt::format("  {:>5}  {:<32} {:<32}\n", l.layer, m.predictions ? both(l.next_layer) : "-",
                        both(l.previous_token));
   }
-  if (!m.cache.empty()) o += expert_cache_text(m.cache, m.tokens, m.scope, m.prefetch, m.read_bytes_per_s);
+  if (!m.cache.empty()) o += expert_cache_text(m.cache, m.tokens, m.scope, m.prefetch, m.read_rate);
   return o;
 }
 
@@ -404,8 +420,8 @@ json to_json(const Report& r) {
   if (r.cache_sim) j["cache_sim"] = cache_sim_json(*r.cache_sim);
   if (r.moe) j["moe"] = moe_json(*r.moe);
   if (r.pooled) {
-    j["pooled"] = expert_cache_json(r.pooled->cache, r.pooled->tokens, r.pooled->scope, r.pooled->prefetch,
-                                    r.pooled->read_bytes_per_s);
+    j["pooled"] =
+        expert_cache_json(r.pooled->cache, r.pooled->tokens, r.pooled->scope, r.pooled->prefetch, r.pooled->read_rate);
     j["pooled"]["runs"] = r.pooled->runs;
     j["pooled"]["tokens"] = r.pooled->tokens;
   }
@@ -597,8 +613,7 @@ std::string render_text(const Report& r) {
     o += fmt::format("\n== Pooled expert cache ({} runs, {} tokens, replayed one after another) ==\n",
                      r.pooled->runs.size(), r.pooled->tokens);
     for (const std::string& run : r.pooled->runs) o += fmt::format("  run {}\n", run);
-    o += expert_cache_text(r.pooled->cache, r.pooled->tokens, r.pooled->scope, r.pooled->prefetch,
-                           r.pooled->read_bytes_per_s);
+    o += expert_cache_text(r.pooled->cache, r.pooled->tokens, r.pooled->scope, r.pooled->prefetch, r.pooled->read_rate);
   }
   return o;
 }

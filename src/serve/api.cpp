@@ -254,6 +254,51 @@ json ServedRun::routing() const {
           {"tokens", tokens},     {"experts", t.experts}, {"weights", t.weights}};
 }
 
+json ServedRun::expert_cache(const Params& p) const {
+  if (run_.trace.routing.empty()) bad(404, "the run has no expert routing (not a mixture-of-experts run)");
+  analysis::MoeShape shape;
+  try {
+    shape = analysis::moe_shape(run_);
+  } catch (const Error& e) {
+    bad(422, e.what());  // routing the model's experts cannot hold
+  }
+  auto param = [&](const char* key, const std::string& dflt) {
+    auto it = p.find(key);
+    return it == p.end() ? dflt : it->second;
+  };
+  // Default sizes: 1, 2, 4, ... experts per layer up to every expert (the curve's whole range).
+  std::string sizes = std::to_string(shape.n_expert);
+  for (int n = shape.n_expert / 2; n >= 1; n /= 2) sizes = std::to_string(n) + "," + sizes;
+  analysis::ExpertCacheOptions opt;
+  try {
+    opt.sizes = analysis::expert_cache_sizes_from_list(param("sizes", sizes));
+    if (has(p, "policies")) opt.policies = analysis::policies_from_list(p.at("policies"));
+    opt.scope = analysis::scope_from_name(param("scope", "global"));
+    opt.prefetch = analysis::prefetch_from_name(param("prefetch", "none"));
+  } catch (const Error& e) {
+    bad(400, e.what());
+  }
+  // Each size replays every policy over the whole routing: bound the work one request asks for.
+  constexpr size_t kMaxReplays = 256;
+  if (opt.sizes.size() * opt.policies.size() > kMaxReplays)
+    bad(400, fmt::format("{} sizes x {} policies: at most {} replays a request", opt.sizes.size(), opt.policies.size(),
+                         kMaxReplays));
+  opt.read_bytes_per_s = get_num(p, "read_gbps", 0, 0.001, 1e6) * 1e9;
+  analysis::PooledExpertCache c;
+  try {
+    c = analysis::pooled_expert_cache({&run_}, opt);
+  } catch (const Error& e) {
+    bad(400, e.what());  // prefetch predicted on a run without predictions
+  }
+  json j = analysis::expert_cache_json(c.cache, c.tokens, c.scope, c.prefetch, c.read_rate);
+  uint64_t layer_expert_bytes = 0;
+  for (uint64_t b : shape.expert_bytes) layer_expert_bytes += b;
+  j["tokens"] = c.tokens;
+  j["n_expert"] = shape.n_expert;
+  j["expert_bytes"] = layer_expert_bytes * static_cast<uint64_t>(shape.n_expert);  // every routed layer's experts
+  return j;
+}
+
 uint32_t ServedRun::parse_step(const Params& p, const char* key, uint32_t dflt) const {
   if (n_steps() == 0) bad(404, "the run has no steps");
   return static_cast<uint32_t>(get_int(p, key, dflt, 0, static_cast<int64_t>(n_steps()) - 1));
@@ -785,6 +830,8 @@ Response Api::handle(const std::string& path, const Params& params) const {
         body = r.summary();
       else if (what == "routing")
         body = r.routing();
+      else if (what == "expert-cache")
+        body = r.expert_cache(params);
       else
         return error(404, "unknown route " + path);
     }

@@ -41,6 +41,9 @@ class ServedRun {
   const nlohmann::json& summary() const { return summary_; }
   // Mixture-of-experts runs: the routing as one table (export/export.h RoutingTable); 404 for a dense run.
   nlohmann::json routing() const;
+  // Mixture-of-experts runs: `analyze --expert-cache`'s replay (analysis::pooled_expert_cache of this run) for the
+  // sizes, policies, scope and prefetch asked (docs/viewer.md); 404 for a dense run, 400 for a bad parameter.
+  nlohmann::json expert_cache(const Params& p) const;
 
   // A byte range touched by an op, reduced to what the heatmap needs.
   struct Touch {

@@ -275,7 +275,7 @@ async function main() {
       'api/runs/0/ops?op=MUL_MAT&locate=0&limit=3', 'api/runs/0/spans?limit=1', 'api/runs/0/spans?t0=0&t1=1',
       'api/runs/0/graph?step=0&timing_only=1', 'api/runs/0/buffers?max_events=100000&px=3',
       'api/runs/0/heatmap?step=1&cumulative=0&bins=5', 'api/runs/0/ops?limit=nope', 'api/runs/9/run',
-      'api/runs/0/routing']) await api(p);
+      'api/runs/0/routing', 'api/runs/0/expert-cache']) await api(p);
     await Promise.all(pending);
     const routes = ['runs', 'run', 'memory-map', 'steps', 'ops', 'spans', 'graph', 'graph?timing_only', 'buffers', 'heatmap', 'summary'];
     const missing = routes.filter((r) => !validator.seen.has(r));
@@ -452,6 +452,46 @@ async function moe() {
     await page.mouse.move(0, 0);  // no tooltip in the screenshot
     await page.locator('#experts').screenshot({ path: join(shots, 'experts.png') });
     check(errors.length === 0, `MoE run: no page errors in the Experts view (${errors.join(' | ')})`);
+
+    // The expert-cache curves: one line per policy, each the hit rates /expert-cache answers (analyze's replay) by
+    // increasing size, redrawn for the scope and prefetch picked; a prefetch the run cannot do shows the server's
+    // message instead of curves.
+    const curvesOf = (ans) => {
+      const out = {};
+      for (const row of ans.results) (out[row.policy] ??= []).push(row.hit_rate);
+      return out;
+    };
+    for (const [scope, prefetch] of [['global', 'none'], ['per-layer', 'none'], ['per-layer', 'previous-token']]) {
+      await page.selectOption('#experts-cache-scope', scope);
+      await page.selectOption('#experts-cache-prefetch', prefetch);
+      await page.waitForFunction(([s, p]) => {
+        const d = document.querySelector('#experts-cache').dataset;
+        return d.scope === s && d.prefetch === p && Number(d.lines) > 0;
+      }, [scope, prefetch], { timeout: 30000 });
+      const url = `${server.url}api/runs/0/expert-cache?scope=${scope}&prefetch=${prefetch}`;
+      const resp = await fetch(url);
+      const ans = await resp.json();
+      validator.check(url, resp.status, ans);
+      const want = curvesOf(ans);
+      const sizes = ans.results.length / 6;
+      check(resp.status === 200 && Object.keys(want).length === 6 && sizes >= 2,
+        `expert cache (${scope}, ${prefetch}): six policies at ${sizes} sizes`);
+      const drawn = await page.getAttribute('#experts-cache', 'data-curves');
+      check(drawn === JSON.stringify(want), `expert cache (${scope}, ${prefetch}): the curves drawn are the answer's hit rates`);
+      check(Number(await page.getAttribute('#experts-cache', 'data-points')) === ans.results.length,
+        `expert cache (${scope}, ${prefetch}): a point per (size, policy)`);
+      check((await inkOf(page, '#experts-cache')) > 500, `expert cache (${scope}, ${prefetch}): the plot has content`);
+    }
+    const opt = curvesOf(await (await fetch(`${server.url}api/runs/0/expert-cache?scope=global`)).json());
+    check(Object.values(opt).every((c) => c.every((r, i) => r <= opt.opt[i] + 1e-12)), 'expert cache: no policy beats OPT');
+    await page.locator('#experts-cache').screenshot({ path: join(shots, 'experts-cache.png') });
+    await page.selectOption('#experts-cache-prefetch', 'predicted');  // the run has no --moe-predict
+    await page.waitForFunction(() => document.querySelector('#experts-cache').dataset.prefetch === 'predicted');
+    const message = await page.textContent('#experts-cache-info');
+    check(/no expert predictions/.test(message) && Number(await page.getAttribute('#experts-cache', 'data-lines')) === 0,
+      `expert cache: prefetch predicted on a run without predictions shows why (${message})`);
+    const unexpected = errors.filter((e) => !/status of 400/.test(e));  // the browser logs the refused request
+    check(unexpected.length === 0, `MoE run: no page errors with the expert-cache curves (${unexpected.join(' | ')})`);
   } finally {
     await browser.close();
     await stopServer(server);

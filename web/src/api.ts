@@ -145,6 +145,16 @@ export const Summary = object({
 export const Routing = object({ n_expert: num, top_k: num, layers: array(num), tokens: array(tuple(num, num)),
   experts: array(num), weights: array(num) });
 
+// GET /api/runs/{i}/expert-cache?sizes=..&policies=..&scope=global|per-layer&prefetch=none|predicted|previous-token
+// (&read_gbps=X) (mixture-of-experts runs; 404 otherwise, 400 for a bad parameter): `analyze --expert-cache`'s table
+// (docs/analysis.md), a row per (size, policy) in that order; sizes default to 1, 2, 4, ... experts per layer up to
+// all, policies to all six. `expert_bytes`: every routed layer's experts (a capacity's share of the model's experts).
+export const ExpertCacheRow = object({ size: str, policy: str, capacity_bytes: num, accesses: num, hits: num,
+  misses: num, cold_misses: num, hit_rate: num, bytes_loaded: num, bytes_loaded_per_token: num,
+  load_seconds_per_token: nullable(num), prefetches: num, prefetch_bytes: num, useful_prefetches: num });
+export const ExpertCache = object({ scope: str, prefetch: str, read_bytes_per_s: nullable(num), read_rate_source: str,
+  results: array(ExpertCacheRow), tokens: num, n_expert: num, expert_bytes: num });
+
 export const ApiErrorBody = object({ error: str });
 
 export type RunEntry = Infer<typeof RunEntry>;
@@ -165,6 +175,8 @@ export type ThreadTime = Infer<typeof ThreadTime>;
 export type SummaryStep = Infer<typeof SummaryStep>;
 export type Summary = Infer<typeof Summary>;
 export type Routing = Infer<typeof Routing>;
+export type ExpertCacheRow = Infer<typeof ExpertCacheRow>;
+export type ExpertCache = Infer<typeof ExpertCache>;
 
 // The answer's schema of each route (the last path segment; `graph` with timing_only=1 is GraphTiming), for the
 // e2e test's validation of live answers.
@@ -174,7 +186,8 @@ export function answerSchema(path: string, params: URLSearchParams): Schema<unkn
   const route = parts[3] ?? 'run';
   if (route === 'graph' && ['1', 'true'].includes(params.get('timing_only') ?? '')) return GraphTiming;
   const byRoute: Record<string, Schema<unknown>> = { run: RunInfo, 'memory-map': MemoryMap, steps: StepsPage,
-    ops: OpsPage, spans: Spans, graph: GraphResp, buffers: BuffersResp, heatmap: Heatmap, summary: Summary, routing: Routing };
+    ops: OpsPage, spans: Spans, graph: GraphResp, buffers: BuffersResp, heatmap: Heatmap, summary: Summary, routing: Routing,
+    'expert-cache': ExpertCache };
   return byRoute[route] ?? null;
 }
 
@@ -217,6 +230,7 @@ export class RunApi {
   heatmap(p: Query, signal?: AbortSignal) { return this.get<Heatmap>('heatmap', p, signal); }
   summary() { return this.get<Summary>('summary'); }
   routing() { return this.get<Routing>('routing'); }
+  expertCache(p: Query, signal?: AbortSignal) { return this.get<ExpertCache>('expert-cache', p, signal); }
 }
 
 export function listRuns() { return getJSON<Infer<typeof RunList>>('api/runs'); }

@@ -1,6 +1,6 @@
 // Pure data transforms of the viewer (unit-tested in tests/transforms.test.ts): no DOM here.
 
-import type { GraphEdge as ApiGraphEdge, GraphNode as ApiGraphNode, MapTensor } from './api';
+import type { ExpertCache, GraphEdge as ApiGraphEdge, GraphNode as ApiGraphNode, MapTensor } from './api';
 
 export type { MapTensor };
 
@@ -242,4 +242,19 @@ export function expertSlabs(tensors: MapTensor[], layer: number, expert: number)
     out.push([t.offset_start + expert * slab, t.offset_start + (expert + 1) * slab]);
   }
   return out;
+}
+
+// The expert-cache replay as hit-rate-vs-size curves, one per policy (in the answer's order): each point the cache's
+// capacity as a share of every routed expert's bytes (x) and the hit rate (y), by increasing capacity.
+export interface HitRateCurve { policy: string; points: { size: string; share: number; hitRate: number }[] }
+export function hitRateCurves(c: ExpertCache): HitRateCurve[] {
+  const byPolicy = new Map<string, HitRateCurve>();
+  for (const row of c.results) {
+    let curve = byPolicy.get(row.policy);
+    if (!curve) byPolicy.set(row.policy, curve = { policy: row.policy, points: [] });
+    curve.points.push({ size: row.size, share: c.expert_bytes > 0 ? row.capacity_bytes / c.expert_bytes : 0, hitRate: row.hit_rate });
+  }
+  const curves = [...byPolicy.values()];
+  for (const curve of curves) curve.points.sort((a, b) => a.share - b.share);
+  return curves;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  compareBy, compareTokens, expertCounts, expertSlabs, filterGraph, formatBytes, formatNs, heatColor, heatRGB, panWindow, peakOf, Scale, stepAtTime,
+  compareBy, compareTokens, expertCounts, expertSlabs, filterGraph, hitRateCurves, formatBytes, formatNs, heatColor, heatRGB, panWindow, peakOf, Scale, stepAtTime,
   stepLayerExperts, tensorAt, tensorColor, tokenExperts, tokensOfStep, zoomWindow, type GraphEdge, type GraphNode,
   type MapTensor, type RoutingTable,
 } from '../src/transforms';
@@ -150,5 +150,26 @@ describe('expert routing', () => {
       x('blk.2.ffn_up_exps.weight', 3000, 2, [2, 50, 4])];
     expect(expertSlabs(tensors, 1, 2)).toEqual([[1200, 1300]]);
     expect(expertSlabs(tensors, 1, 4)).toEqual([]);
+  });
+});
+
+describe('expert-cache curves', () => {
+  const row = (size: string, policy: string, capacity_bytes: number, hit_rate: number) => ({ size, policy,
+    capacity_bytes, accesses: 10, hits: hit_rate * 10, misses: 10 - hit_rate * 10, cold_misses: 2, hit_rate,
+    bytes_loaded: 0, bytes_loaded_per_token: 0, load_seconds_per_token: null, prefetches: 0, prefetch_bytes: 0,
+    useful_prefetches: 0 });
+  it('groups the rows into one curve per policy, by increasing capacity share', () => {
+    const curves = hitRateCurves({ scope: 'global', prefetch: 'none', read_bytes_per_s: null, read_rate_source: 'none',
+      tokens: 5, n_expert: 8, expert_bytes: 800,
+      results: [row('4', 'lru', 400, 0.5), row('4', 'opt', 400, 0.7), row('1', 'lru', 100, 0.1), row('1', 'opt', 100, 0.2),
+        row('8', 'lru', 800, 0.8), row('8', 'opt', 800, 0.8)] });
+    expect(curves.map((c) => c.policy)).toEqual(['lru', 'opt']);
+    expect(curves[0].points).toEqual([{ size: '1', share: 0.125, hitRate: 0.1 }, { size: '4', share: 0.5, hitRate: 0.5 },
+      { size: '8', share: 1, hitRate: 0.8 }]);
+    expect(curves[1].points.map((p) => p.hitRate)).toEqual([0.2, 0.7, 0.8]);
+  });
+  it('gives no curve for no rows', () => {
+    expect(hitRateCurves({ scope: 'per-layer', prefetch: 'none', read_bytes_per_s: null, read_rate_source: 'none',
+      tokens: 0, n_expert: 8, expert_bytes: 0, results: [] })).toEqual([]);
   });
 });

@@ -2,14 +2,17 @@
 // selected step (or every step up to it), the selected token's chosen experts outlined with their weights, and
 // per layer the experts' popularity as bars (sorted, hottest first). Selecting a MUL_MAT_ID op (timeline, table)
 // outlines the experts its layer read in that step; clicking a cell selects that expert, whose slabs the file
-// heatmap outlines.
+// heatmap outlines. Below, the expert-cache replay of the whole run (`analyze --expert-cache`'s, from
+// /expert-cache) as hit rate against cache size, one line per policy, for the scope and prefetch picked.
 import type { Ctx } from '../context';
-import type { Routing } from '../api';
-import { expertCounts, heatColor, stepLayerExperts, tokenExperts, tokensOfStep } from '../transforms';
+import type { ExpertCache, Routing } from '../api';
+import { expertCounts, heatColor, hitRateCurves, stepLayerExperts, tokenExperts, tokensOfStep } from '../transforms';
 import { cssWidth, el, fitCanvas, hideTip, panel, showTip, whenVisible } from '../ui';
 import { Lifetime, type View } from '../view';
 
-const PAD_L = 34, ROW_H = 22, POP_H = 18;
+const PAD_L = 34, ROW_H = 22, POP_H = 18, CACHE_H = 220;
+const POLICY_COLORS: Record<string, string> = { lru: '#4e79a7', lfu: '#f28e2b', fifo: '#59a14f', 'lru-2': '#b07aa1',
+  'least-stale': '#edc948', opt: '#e15759' };
 
 export function expertsView(ctx: Ctx): View {
   const life = new Lifetime();
@@ -22,9 +25,19 @@ export function expertsView(ctx: Ctx): View {
   const pop = el('canvas', { id: 'experts-pop' });
   const weights = el('div', { class: 'topk', id: 'experts-weights' });
   body.append(el('div', { class: 'split' }, el('div', { class: 'canvas-wrap grow' }, canvas, pop), weights));
+  const option = (v: string) => el('option', { value: v }, v);
+  const scopeSel = el('select', { id: 'experts-cache-scope', 'aria-label': 'cache scope' }, option('global'), option('per-layer'));
+  const prefetchSel = el('select', { id: 'experts-cache-prefetch', 'aria-label': 'prefetch' },
+    option('none'), option('predicted'), option('previous-token'));
+  const cacheInfo = el('span', { class: 'muted small', id: 'experts-cache-info' });
+  const cacheCanvas = el('canvas', { id: 'experts-cache' });
+  body.append(el('div', { class: 'small' }, 'expert cache replay, hit rate vs size · scope ', scopeSel, ' prefetch ',
+    prefetchSel, ' ', cacheInfo), el('div', { class: 'canvas-wrap' }, cacheCanvas));
   let r: Routing | null = null;
   let token = -1;  // index into r.tokens
   let opExperts: { layer: number; experts: Set<number> } | null = null;  // the selected MUL_MAT_ID's
+  let cache: ExpertCache | null = null;
+  let cacheRequest: AbortController | null = null;
 
   const cellW = (W: number) => (W - PAD_L) / Math.max(1, r?.n_expert ?? 1);
 
@@ -135,6 +148,68 @@ export function expertsView(ctx: Ctx): View {
         slots.length ? slots.map(([e, w]) => `${e} (${w.toFixed(3)})`).join(', ') : '— (not routed)')));
   }
 
+  // Replays the run for the picked scope and prefetch (the server's replay; a bad pick, such as predicted on a run
+  // without predictions, shows the server's message).
+  async function loadCache() {
+    cacheRequest?.abort();
+    const request = cacheRequest = new AbortController();
+    const scope = scopeSel.value, prefetch = prefetchSel.value;
+    cacheInfo.textContent = 'replaying…';
+    cacheInfo.classList.remove('error-text');
+    try {
+      cache = await ctx.api.expertCache({ scope, prefetch }, AbortSignal.any([request.signal, life.signal]));
+      cacheInfo.textContent = `${cache.tokens} tokens · ${cache.scope} scope · prefetch ${cache.prefetch} · x: cache size as a share of the experts' bytes`;
+    } catch (e) {
+      if (request.signal.aborted || life.signal.aborted) return;
+      cache = null;
+      cacheInfo.textContent = String(e instanceof Error ? e.message : e);
+      cacheInfo.classList.add('error-text');
+    }
+    cacheCanvas.dataset.scope = scope;
+    cacheCanvas.dataset.prefetch = prefetch;
+    drawCache();
+  }
+
+  // Hit rate (0–1) against the cache's share of the expert bytes on a log2 axis, a line and dots per policy.
+  function drawCache() {
+    const g = fitCanvas(cacheCanvas, CACHE_H);
+    const W = cssWidth(cacheCanvas);
+    g.clearRect(0, 0, W, CACHE_H);
+    const curves = cache ? hitRateCurves(cache) : [];
+    const shares = curves.flatMap((c) => c.points.map((p) => p.share)).filter((x) => x > 0);
+    const x0 = Math.log2(Math.min(1, ...shares)), x1 = Math.log2(Math.max(...shares, Math.min(1, ...shares) * 2));
+    const L = 40, R = 110, T = 8, B = 24, w = W - L - R, h = CACHE_H - T - B;
+    const X = (share: number) => L + (share > 0 ? (Math.log2(share) - x0) / (x1 - x0) : 0) * w;
+    const Y = (rate: number) => T + (1 - rate) * h;
+    g.font = '10px system-ui, sans-serif';
+    g.strokeStyle = '#2a313a';
+    g.fillStyle = '#9aa3ad';
+    g.textBaseline = 'middle';
+    for (const r of [0, 0.25, 0.5, 0.75, 1]) {
+      g.beginPath(); g.moveTo(L, Y(r)); g.lineTo(L + w, Y(r)); g.stroke();
+      g.fillText(`${Math.round(r * 100)}%`, 4, Y(r));
+    }
+    g.textBaseline = 'top';
+    const ticks = curves[0]?.points ?? [];
+    for (const p of ticks) g.fillText(p.size, X(p.share) - 4, T + h + 6);
+    if (ticks.length) g.fillText('cache size', L + w + 12, T + h + 6);
+    let points = 0;
+    curves.forEach((c, i) => {
+      const color = POLICY_COLORS[c.policy] ?? '#d6dde6';
+      g.strokeStyle = g.fillStyle = color;
+      g.lineWidth = 1.5;
+      g.beginPath();
+      c.points.forEach((p, j) => { if (j) g.lineTo(X(p.share), Y(p.hitRate)); else g.moveTo(X(p.share), Y(p.hitRate)); });
+      g.stroke();
+      for (const p of c.points) { g.fillRect(X(p.share) - 2, Y(p.hitRate) - 2, 4, 4); points++; }
+      g.fillText(c.policy, L + w + 12, T + i * 14);
+    });
+    g.lineWidth = 1;
+    cacheCanvas.dataset.lines = String(curves.length);
+    cacheCanvas.dataset.points = String(points);
+    cacheCanvas.dataset.curves = JSON.stringify(Object.fromEntries(curves.map((c) => [c.policy, c.points.map((p) => p.hitRate)])));
+  }
+
   function cellAt(ev: MouseEvent): { layer: number; expert: number; l: number } | null {
     if (!r) return null;
     const b = canvas.getBoundingClientRect();
@@ -156,6 +231,8 @@ export function expertsView(ctx: Ctx): View {
     ctx.store.setExpert(c && !(cur && cur.layer === c.layer && cur.expert === c.expert) ? { layer: c.layer, expert: c.expert } : null);
   });
   tokenSel.addEventListener('change', () => { token = Number(tokenSel.value); draw(); });
+  scopeSel.addEventListener('change', () => void loadCache());
+  prefetchSel.addEventListener('change', () => void loadCache());
   cumulBox.addEventListener('change', () => ctx.store.setCumulative(cumulBox.checked));
 
   const redraw = whenVisible(root, draw, life.signal);
@@ -168,7 +245,7 @@ export function expertsView(ctx: Ctx): View {
       ? { layer: op.layer, experts: stepLayerExperts(r, op.step, op.layer) } : null;
     redraw();
   });
-  window.addEventListener('resize', draw, { signal: life.signal });
+  window.addEventListener('resize', () => { draw(); drawCache(); }, { signal: life.signal });
 
   async function start() {
     r = await ctx.api.routing();
@@ -177,6 +254,7 @@ export function expertsView(ctx: Ctx): View {
       'white: the token\'s experts · cyan: the selected MUL_MAT_ID\'s · click: select an expert';
     fillTokens();
     draw();
+    void loadCache();
   }
   return { element: root, start, dispose: () => life.dispose() };
 }
