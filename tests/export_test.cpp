@@ -390,6 +390,20 @@ TEST_F(Export, LoaderErrors) {
   msg = error_of(copy.string());
   EXPECT_NE(msg.find("steps.jsonl:4"), std::string::npos) << msg;
   fs::copy_file(fs::path(run_dir()) / "steps.jsonl", copy / "steps.jsonl", fs::copy_options::overwrite_existing);
+  // Thread counts: run.json's within the engine's limit, and no record on a thread the run did not have (readers
+  // size per-thread tables from them).
+  const json run_json = read_json(fs::path(run_dir()) / "run.json");
+  for (auto [threads, expected] : std::initializer_list<std::pair<int, const char*>>{
+           {5000, "options.threads is 5000, outside the engine's 1 to 1024"},
+           {0, "options.threads is 0, outside"},
+           {1, "but the run had 1"}}) {
+    json j = run_json;
+    j["options"]["threads"] = threads;
+    std::ofstream(copy / "run.json", std::ios::trunc) << j.dump();
+    msg = error_of(copy.string());
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+  }
+  fs::copy_file(fs::path(run_dir()) / "run.json", copy / "run.json", fs::copy_options::overwrite_existing);
   // A memory-map tensor whose shape does not need its bytes: readers size tables from shapes, so it is refused.
   const json map = read_json(fs::path(run_dir()) / "memory-map.json");
   for (auto [edit, expected] : std::initializer_list<std::pair<void (*)(json&), const char*>>{

@@ -12,6 +12,7 @@
 #include "analysis/bandwidth.h"
 #include "analysis/sample_stats.h"
 #include "core/error.h"
+#include "core/work_split.h"
 #include "model/generate.h"
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
@@ -249,7 +250,7 @@ RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's
   cmd.add_option("-m,--model", a->model, "GGUF model file (required unless --bandwidth)");
   cmd.add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens (0: skip)")->check(range(0, 1 << 16));
   cmd.add_option("-n,--n-gen", a->n_gen, "Generated tokens (0: skip)")->check(range(0, 1 << 16));
-  cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(range(1, 1024));
+  cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(range(1, kMaxThreads));
   cmd.add_option("-r,--repetitions", a->reps, "Repetitions after the warm-up")->check(range(1, 1000));
   cmd.add_flag("--trace", a->trace, "Trace (default contents) while measuring");
   cmd.add_flag("--trace-overhead", a->trace_overhead,

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/work_split.h"
 #include "quant/mix.h"
 #include "quant/quantize_model.h"
 #include "tools/command.h"
@@ -24,7 +25,7 @@ RegisterCommand reg(
       cmd.add_option("input", *in, "Model to quantize (F32, F16 or BF16 tensors)")->required();
       cmd.add_option("output", *out, "GGUF file to write")->required();
       cmd.add_option("type", *type, "File type: " + quant_file_type_names())->required();
-      cmd.add_option("-t,--threads", *threads, "Threads (default: all cores)")->check(range<int>(1, 1024));
+      cmd.add_option("-t,--threads", *threads, "Threads (default: all cores)")->check(range<int>(1, kMaxThreads));
       cmd.add_flag("--overwrite", *overwrite, "Replace OUTPUT if it exists");
       cmd.add_flag("-q,--quiet", *quiet, "No progress on stderr");
       return [=]() {

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/work_split.h"
 #include "quant/quant.h"
 #include "tools/command.h"
 #include "tracer/experiment.h"
@@ -126,7 +127,7 @@ RegisterCommand reg(
       cmd.add_option("-p,--prompt", o.prompt, "Prompt text");
       cmd.add_option("-f,--file", a->prompt_file, "Read the prompt from a file");
       cmd.add_option("-n,--n-predict", o.n_predict, "Tokens to generate")->check(range(0, 1 << 20));
-      cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(range(1, 1024));
+      cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(range(1, kMaxThreads));
       cmd.add_option("-c,--ctx-size", o.n_ctx, "Context size (default: the model's, at most 4096)")
           ->check(range(1, 1 << 20));
       cmd.add_option("-s,--seed", o.sampling.seed, "Sampling seed")->check(range<uint32_t>(0, UINT32_MAX));

@@ -10,6 +10,10 @@
 
 namespace tt {
 
+// The most worker threads the engine runs (`-t`); a run directory claiming more is refused by its reader, which
+// sizes per-thread tables from thread ids.
+inline constexpr int kMaxThreads = 1024;
+
 // Units [begin, end).
 struct Range {
   int64_t begin, end;

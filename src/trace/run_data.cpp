@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/work_split.h"
 #include "gguf/ggml_type.h"
 #include "gguf/memory_map.h"
 
@@ -147,7 +148,11 @@ void load_run_json(RunData& r) {
   if (r.run.contains("options")) {
     const json& o = r.run["options"];
     i.has_options = true;
-    if (o.contains("threads")) i.threads = field<int>(o, "threads", path, "options");
+    if (o.contains("threads")) {
+      i.threads = field<int>(o, "threads", path, "options");
+      if (*i.threads < 1 || *i.threads > kMaxThreads)
+        fail("'{}': options.threads is {}, outside the engine's 1 to {}", path, *i.threads, kMaxThreads);
+    }
     if (o.contains("sampling")) {
       const json& s = o["sampling"];
       i.sampling = RunInfo::Sampling{};
@@ -433,8 +438,19 @@ void check_trace(RunData& r) {
     else
       check_buffer_bytes(what, step, x.pool, x.buffer_id, x.offset, x.length);
   };
+  // Threads: below the run's thread count (run.json), and below the engine's limit when run.json is absent.
+  const int threads = r.info.threads.value_or(kMaxThreads);
+  auto check_thread = [&](const char* what, uint32_t step, int thread) {
+    if (thread >= threads)
+      fail("'{}': {} of step {} ran on thread {}, but the run had {} threads{}", path, what, step, thread, threads,
+           r.info.threads ? "" : " at most");
+  };
   for (const trace::OpRecord& o : t.ops) {
     check_step("op", o.step);
+    check_thread("op", o.step, o.thread);
+    if (o.n_threads > threads)
+      fail("'{}': op '{}' of step {} ran on {} threads, but the run had {}", path, o.name, o.step, o.n_threads,
+           threads);
     auto tensor = [&](const trace::TensorRecord& x) {
       if (x.pool == Pool::MODEL_FILE) check_file_bytes(fmt::format("tensor '{}'", x.name), o.step, x.offset, x.bytes);
       for (const trace::RangeRecord& rr : x.ranges) check_range(fmt::format("op '{}'", o.name), o.step, rr);
@@ -443,7 +459,10 @@ void check_trace(RunData& r) {
     for (const trace::TensorRecord& in : o.inputs) tensor(in);
     check_range(fmt::format("op '{}'", o.name), o.step, o.write);
   }
-  for (const trace::SpanRecord& s : t.spans) check_step("span", s.step);
+  for (const trace::SpanRecord& s : t.spans) {
+    check_step("span", s.step);
+    check_thread("span", s.step, s.thread);
+  }
   // Routing: each layer's expert count is its router's output count ([n_embd, n_expert]).
   std::map<uint16_t, int64_t> experts_of_layer;
   for (const trace::RoutingRecord& x : t.routing) {
