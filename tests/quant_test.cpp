@@ -639,6 +639,48 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
   }
 }
 
+// The Q4_K gemv tile (generation's kernel) at the integer extremes its packing relies on: nibbles 15, scales and
+// mins 63, activations -128 or 127 throughout a block, mixed with random blocks; every output equals the scalar
+// reference bit for bit.
+TEST(QuantVecDot, Q4KGemvTileAtIntegerExtremes) {
+  Rng rng;
+  const QuantKernels* k = find_kernels(G::Q4_K);
+  constexpr int64_t n = 1024, nr = 16;
+  const BatchedKernels* batched = k->batched_for(n, nr);
+  ASSERT_NE(batched, nullptr);
+  const DotKernel& dot = batched->single;
+  const uint64_t x_row = row_bytes(G::Q4_K, n), y_row = row_bytes(G::Q8_K, n);
+  for (int pattern = 0; pattern < 4; ++pattern) {
+    std::vector<uint8_t> x;
+    for (int64_t r = 0; r < nr; ++r) {
+      auto row = random_weights(G::Q4_K, n, rng, false);
+      auto* blocks = reinterpret_cast<BlockQ4_K*>(row.data());
+      for (int64_t b = 0; b < n / kQK_K; ++b)
+        if ((b + r + pattern) % 3 != 0) {  // all ones: nibbles 15, scales and mins 63
+          std::memset(blocks[b].scales, 0xFF, sizeof(blocks[b].scales));
+          std::memset(blocks[b].qs, 0xFF, sizeof(blocks[b].qs));
+        }
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    std::vector<uint8_t> y = random_activations(G::Q8_K, n, rng, false);
+    auto* ya = reinterpret_cast<BlockQ8_K*>(y.data());
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+      if ((b + pattern) % 4 == 3) continue;  // a realistic block
+      const int8_t v = (b + pattern) % 2 ? int8_t{-128} : int8_t{127};
+      std::fill(std::begin(ya[b].qs), std::end(ya[b].qs), v);
+      std::fill(std::begin(ya[b].bsums), std::end(ya[b].bsums), static_cast<int16_t>(16 * v));
+    }
+    std::vector<float> got(nr, -7.0f);
+    dot.run_tile(n, nr, 1, x.data(), x_row, y.data(), y_row, got.data(), nr);
+    for (int64_t r = 0; r < nr; ++r) {
+      float want = 0.0f;
+      ref::repack_gemv_q4_k(n, &want, x.data() + r * x_row, y.data());
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[r]), std::bit_cast<uint32_t>(want))
+          << "pattern " << pattern << " row " << r << ": " << got[r] << " vs " << want;
+    }
+  }
+}
+
 // Flash-attention steps over an F16 cache: the SIMD versions give the reference's halves bit for bit (the V
 // accumulation and rescale are elementwise), and K.Q the same float for attention-sized values (see
 // dot_f16_double: the double sums are exact while partial sums stay below 2^5, and round alike far beyond).
