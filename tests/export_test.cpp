@@ -652,7 +652,9 @@ TEST_F(ExportMoe, RoutingNpyHoldsTheTracesRouting) {
   std::map<std::pair<uint32_t, int32_t>, size_t> row;
   for (size_t i = 0; i < tok.shape[0]; ++i) {
     const std::pair<uint32_t, int32_t> t(npy_at<int32_t>(tok, 2 * i), npy_at<int32_t>(tok, 2 * i + 1));
-    if (i) EXPECT_LT(std::prev(row.end())->first, t) << "tokens not in execution order";
+    if (i) {
+      EXPECT_LT(std::prev(row.end())->first, t) << "tokens not in execution order";
+    }
     row.emplace(t, i);
   }
   std::set<size_t> filled;
