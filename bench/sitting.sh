@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# One sitting of docs/performance.md's method: for each model, ROUNDS rounds alternating `tensortrace bench`
+# (pp128 and tg64) and llama.cpp's prompt pass (scripts/llamacpp-oracle/bench.mjs, when its node_modules are
+# installed), then per model the median and range over the rounds of each figure, as a Markdown table. The
+# machine's two-thread read bandwidth (bench --bandwidth) is measured at the start and the end, and the load average
+# is printed with each round: a sitting on a loaded machine says so.
+# Usage: bench/sitting.sh [-r ROUNDS (3)] [-b TENSORTRACE (build/tensortrace)] MODEL.gguf...
+set -euo pipefail
+rounds=3
+bin=build/tensortrace
+while getopts "r:b:" o; do
+  case $o in
+    r) rounds=$OPTARG ;;
+    b) bin=$OPTARG ;;
+    *)
+      echo "usage: bench/sitting.sh [-r ROUNDS] [-b TENSORTRACE] MODEL.gguf..." >&2
+      exit 2
+      ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 1 ] || {
+  echo "usage: bench/sitting.sh [-r ROUNDS] [-b TENSORTRACE] MODEL.gguf..." >&2
+  exit 2
+}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || {
+  echo "sitting.sh: -r wants a positive number of rounds, got '$rounds'" >&2
+  exit 2
+}
+for m in "$@"; do
+  [ -f "$m" ] || {
+    echo "sitting.sh: no model file '$m'" >&2
+    exit 1
+  }
+done
+oracle=scripts/llamacpp-oracle
+have_oracle=0
+[ -d "$oracle/node_modules/node-llama-cpp" ] && have_oracle=1
+[ $have_oracle = 1 ] || echo "sitting.sh: $oracle/node_modules missing (cd $oracle && npm install): llama.cpp's column left empty" >&2
+
+log=$(mktemp -d "${TMPDIR:-/tmp}/tt-sitting.XXXXXX")
+trap 'rm -rf "$log"' EXIT
+bandwidth() { "$bin" bench --bandwidth -t 2 2>&1 | grep -o '[0-9.]* GB/s' | tail -1; }
+echo "bandwidth at start: $(bandwidth) (2 threads)"
+for ((r = 1; r <= rounds; ++r)); do
+  for m in "$@"; do
+    name=$(basename "$m" .gguf)
+    echo "round $r/$rounds $name (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+    # bench's table rows end in "| ppN | mean ± sd |"; keep the mean.
+    "$bin" bench -m "$m" -p 128 -n 64 -t 2 -r 3 2>/dev/null |
+      awk -F'|' -v n="$name" '$(NF-2) ~ /pp|tg/ { gsub(/ /, "", $(NF-2)); split($(NF-1), a, "±"); print n, "tt_" $(NF-2), a[1]+0 }' \
+        >>"$log/figures"
+    if [ $have_oracle = 1 ]; then
+      (cd "$oracle" && node bench.mjs "$OLDPWD/$m" -p 128 -t 2 -r 3 2>/dev/null) |
+        awk -F'|' -v n="$name" '$(NF-2) ~ /pp/ { split($(NF-1), a, "±"); print n, "llama_pp128", a[1]+0 }' \
+          >>"$log/figures"
+    fi
+  done
+done
+echo "bandwidth at end: $(bandwidth) (2 threads)"
+python3 - "$log/figures" "$@" <<'EOF'
+import statistics, sys, os
+rows = {}
+for line in open(sys.argv[1]):
+    name, key, v = line.split()
+    rows.setdefault(name, {}).setdefault(key, []).append(float(v))
+def cell(v):
+    return f"{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})" if v else ""
+print("| model | tt pp128 | llama.cpp pp128 | pp ratio | tt tg64 |")
+print("|---|---:|---:|---:|---:|")
+for m in sys.argv[2:]:
+    name = os.path.basename(m)[:-5]
+    r = rows.get(name, {})
+    tt, ll = r.get("tt_pp128", []), r.get("llama_pp128", [])
+    ratio = f"{statistics.median(tt) / statistics.median(ll):.2f}" if tt and ll else ""
+    print(f"| {name} | {cell(tt)} | {cell(ll)} | {ratio} | {cell(r.get('tt_tg64', []))} |")
+EOF
