@@ -153,43 +153,6 @@ TEST(LogitLandscape, PartsComputedInAnyOrderMergeToTheSameLandscape) {
   EXPECT_THROW(merge_landscape(logits, std::span<const LandscapePart>(parts).first(9), 10), std::exception);
 }
 
-// Computed a block at a time (the tracer's idle pieces), the landscape is logit_landscape's bit for bit, whatever
-// the vocabulary's size against the blocks and parts, with masked (-inf) parts, NaNs and ties; one object reused.
-TEST(LogitLandscape, InPiecesIsTheSameLandscape) {
-  std::mt19937 rng(5);
-  std::normal_distribution<float> dist(-2.0f, 5.0f);
-  LandscapeInPieces pieces;
-  for (size_t n : {1u, 2u, 63u, 1000u, 1024u, 1025u, 16384u, 16385u, 32000u, 50257u}) {
-    std::vector<float> logits(n);
-    for (float& l : logits) l = dist(rng);
-    if (n > 20000)  // the second part masked
-      for (size_t i = 16384; i < 2 * 16384 && i < n; ++i) logits[i] = -INFINITY;
-    if (n > 1000) logits[999] = NAN, logits[n - 1] = logits[7];  // a NaN, and a tie across parts
-    for (int k : {1, 10}) {
-      const LogitLandscape want = logit_landscape(logits, k);
-      pieces.begin(logits, k);
-      size_t steps = 0;
-      while (pieces.next()) ++steps;
-      ASSERT_TRUE(pieces.complete()) << n;
-      EXPECT_FALSE(pieces.next()) << "work after completion";
-      // Two passes of a block each per block, at least.
-      EXPECT_GE(steps + 1, 2 * ((n + kLandscapeBlockLogits - 1) / kLandscapeBlockLogits)) << n;
-      const LogitLandscape& got = pieces.result();
-      const std::string at = "n " + std::to_string(n) + ", k " + std::to_string(k);
-      EXPECT_EQ(got.top, want.top) << at;
-      EXPECT_EQ(got.max_logit, want.max_logit) << at;
-      // Bits, NaN included (the NaN makes the sums NaN).
-      auto bits = [](double v) { return std::bit_cast<uint64_t>(v); };
-      EXPECT_EQ(bits(got.log_z), bits(want.log_z)) << at;
-      EXPECT_EQ(bits(got.entropy), bits(want.entropy)) << at;
-      EXPECT_EQ(bits(got.mean_logit), bits(want.mean_logit)) << at;
-      EXPECT_EQ(bits(got.std_logit), bits(want.std_logit)) << at;
-      EXPECT_EQ(got.min_logit, want.min_logit) << at;
-    }
-  }
-  EXPECT_THROW(pieces.begin({}, 10), std::exception);
-}
-
 // A part whose logits are all -inf (masked tokens) adds nothing to the softmax and does not make it NaN.
 // (Also when every finite logit is far below 0, where the masked part's distances are measured from.)
 TEST(LogitLandscape, APartOfMinusInfinityAddsNothing) {

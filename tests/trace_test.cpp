@@ -112,21 +112,19 @@ TEST(Trace, RecordsCarryStepPhasePositionsAndLayer) {
 }
 
 // Drives a tracer by hand over `steps` steps of stories260K on two threads, as generate() does, pausing `pause`
-// between each step's evaluation and its end (the other thread begins the step's landscape and hash between runs
-// meanwhile). `caller`: the step's logits are the caller's own (derived from the engine's, as a penalty would), its
-// buffer overwritten with NaN right after the step's end. Returns what each steps.jsonl line must say (the hash and
-// top-10 of the logits given to on_step_end, as they were then) and where the tracer scheduled its work.
+// between each step's evaluation and its end. `caller`: the step's logits are the caller's own (derived from the
+// engine's, as a penalty would), its buffer overwritten with NaN right after the step's end. Returns what each
+// steps.jsonl line must say (the hash and top-10 of the logits given to on_step_end, as they were then).
 struct HandRun {
   std::vector<std::string> hashes;
   std::vector<std::vector<int32_t>> tops;
-  Tracer::Scheduling scheduling;
 };
 HandRun trace_by_hand(const std::string& dir, int steps, bool caller, std::chrono::microseconds pause) {
   auto model = load_model(test::repo_path("models/stories260K.gguf"));
   Engine engine(*model, {64, 2, GgmlType::F16});
   HandRun run;
   RunDirWriter run_dir(dir);
-  Tracer tracer(run_dir, *model, TraceOptions{}, engine.pool(), now_ns());
+  Tracer tracer(run_dir, *model, TraceOptions{}, engine.pool().size(), now_ns());
   std::vector<float> caller_logits;
   std::vector<int32_t> token = {1};
   for (int32_t step = 0; step < steps; ++step) {
@@ -155,7 +153,6 @@ HandRun trace_by_hand(const std::string& dir, int steps, bool caller, std::chron
     token[0] = out.sampled.token;
   }
   tracer.finish();
-  run.scheduling = tracer.scheduling();
   run_dir.commit();
   return run;
 }
@@ -175,23 +172,18 @@ void expect_step_lines(const std::string& dir, const HandRun& run) {
   EXPECT_EQ(step, run.hashes.size());
 }
 
-// A caller's own logits (not the engine's, which stay in its arena until the next output projection) are copied at
-// the step's end: the step's line describes them as they were, though the caller overwrites its buffer before the
-// tracer's deferred work (the next step's waits) reads them. The other thread began the landscape on the engine's
-// logits between runs (the pause gives it time) in every step whose previous one was done by then (with a copy, no
-// node waits for that): that work is given up.
+// A caller's own logits (not the engine's) are read at the step's end: the step's line describes them as they were,
+// though the caller overwrites its buffer right after.
 TEST(Trace, CallerLogitsAreCopiedAtTheStepEnd) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();
   constexpr int kSteps = 4;
   const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/true, std::chrono::milliseconds(20));
   expect_step_lines(dir, run);
-  EXPECT_GE(run.scheduling.steps_begun_between_runs, 1u) << "not even the first step's";
-  EXPECT_EQ(run.scheduling.begun_steps_given_up, run.scheduling.steps_begun_between_runs);
 }
 
-// Between a step's run and its end (while the caller samples), the other thread begins that step's landscape and
-// hash on the engine's logits; the step's end keeps that work, and the line describes that step's logits.
+// Whatever time passes between a step's run and its end (while the caller samples), the line describes that step's
+// logits.
 TEST(Trace, LandscapeBegunBetweenRunsIsTheStepsOwn) {
   TempDir tmp;
   constexpr int kSteps = 4;
@@ -199,8 +191,6 @@ TEST(Trace, LandscapeBegunBetweenRunsIsTheStepsOwn) {
     const std::string dir = (tmp.path / fmt::format("run-{}", pause.count())).string();
     const HandRun run = trace_by_hand(dir, kSteps, /*caller=*/false, pause);
     expect_step_lines(dir, run);
-    EXPECT_EQ(run.scheduling.begun_steps_given_up, 0u) << "pause " << pause.count() << " us";
-    if (pause.count() > 0) EXPECT_EQ(run.scheduling.steps_begun_between_runs, static_cast<uint64_t>(kSteps));
   }
 }
 
@@ -322,9 +312,9 @@ TEST(Trace, TruncatedTraceIsReadUpToTheLastCompleteRecord) {
 
 // Compact traces (OP_ADVANCES_PACKED for ops whose record follows from the previous step's, OP_DELTA for the changes)
 // read back to the same records as full ones: two greedy runs, compact and not, agree on every field but the times.
-// Past the first steps, cache views advance by their stride, so the compact trace is a fraction of the full one. With
-// two threads, the records' forms are worked out while the threads wait at the step's barriers (the same nodes split
-// the same way in both runs, so thread fields agree too); with one, after each step.
+// Past the first steps, cache views advance by their stride, so the compact trace is a fraction of the full one, and
+// it reads back as the full one (with two threads the same nodes split the same way in both runs, so thread fields
+// agree too).
 class CompactTrace : public testing::TestWithParam<int> {};
 TEST_P(CompactTrace, ReadsBackAsFullRecords) {
   const int n_threads = GetParam();
@@ -336,14 +326,9 @@ TEST_P(CompactTrace, ReadsBackAsFullRecords) {
     ExperimentOptions o = stories_options(dir, 12);
     o.n_threads = n_threads;
     o.trace_options.compact = compact == 1;
-    const ExperimentResult r = run_experiment(o, nullptr);
+    run_experiment(o, nullptr);
     t[compact] = trace::read_trace(dir + "/trace.bin");
     bytes[compact] = fs::file_size(dir + "/trace.bin");
-    const uint64_t chosen_waiting = r.tracer_scheduling.records_chosen_waiting;
-    if (compact == 0 || n_threads == 1)
-      EXPECT_EQ(chosen_waiting, 0u) << "compact " << compact << ", " << n_threads << " threads";
-    else  // 11 compact steps of 159 nodes, and thread 1 waits at a barrier through every node thread 0 runs alone
-      EXPECT_GT(chosen_waiting, 0u) << "no record chosen at a barrier";
   }
   ASSERT_EQ(t[0].ops.size(), t[1].ops.size());
   EXPECT_LT(bytes[1], bytes[0] / 3) << "compact trace not a third of the full one";
@@ -1000,7 +985,7 @@ class MoeTrace : public ::testing::Test {
     struct Capture : GenerateObserver {
       std::vector<Row> rows;
       std::vector<std::vector<WorkerSpan>> slots;  // the executor's span slots (unused)
-      void on_graph_ready(const Graph& g, const AllocPlan&, std::span<const float>) override {
+      void on_graph_ready(const Graph& g, const AllocPlan&) override {
         slots.assign(4, std::vector<WorkerSpan>(g.nodes().size()));
       }
       WorkerSpan* span_slots(int thread) override { return slots.at(thread).data(); }

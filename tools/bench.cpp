@@ -68,24 +68,15 @@ Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool 
                                  .string();
     std::filesystem::remove_all(path);
     dir = std::make_unique<RunDirWriter>(path);  // removed again when it goes out of scope (never committed)
-    tracer = std::make_unique<Tracer>(*dir, model, TraceOptions{}, engine.pool(), now_ns());
+    tracer = std::make_unique<Tracer>(*dir, model, TraceOptions{}, engine.pool().size(), now_ns());
   }
   const double round_trip = engine.pool().round_trip_ns(kRoundTrips);
   GenerateResult r = generate(engine, go, tracer.get(), nullptr);
-  // The last step's records, landscape and line are made during the next step's waits in a longer run: here they
-  // count with the measured steps' time (a run's last step pays them too, in Tracer::finish).
-  uint64_t last_step_ns = 0;
-  if (tracer) {
-    const uint64_t start = now_ns();
-    tracer->finish_last_step();
-    last_step_ns = now_ns() - start;
-  }
   // The tracer's callbacks in the measured steps only (tg: not the one-token prompt's step, whose new graph the
   // tracer describes once).
   if (prompt_test)
-    return {a.n_prompt / ((r.prompt_ns + last_step_ns) / 1e9), tracer ? tracer->self_ns() / 1e3 / a.n_prompt : 0.0,
-            round_trip};
-  const double ns = std::accumulate(r.step_ns.begin(), r.step_ns.end(), 0.0) + last_step_ns, steps = r.step_ns.size();
+    return {a.n_prompt / (r.prompt_ns / 1e9), tracer ? tracer->self_ns() / 1e3 / a.n_prompt : 0.0, round_trip};
+  const double ns = std::accumulate(r.step_ns.begin(), r.step_ns.end(), 0.0), steps = r.step_ns.size();
   return {steps / (ns / 1e9), tracer ? tracer->generate_self_ns() / 1e3 / steps : 0.0, round_trip};
 }
 

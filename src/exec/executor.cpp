@@ -45,15 +45,7 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #endif
   const bool node_done = observer && observer->wants_node_done();
   const bool node_begin = observer && observer->wants_node_begin();
-  const IdleWork idle = observer ? observer->idle_work() : IdleWork{};
   plan(g);
-  // Thread 0 finishes the work due at a node after the last node executed before it, before the barrier after which
-  // the other threads may start that node (no such node: before the first).
-  const int due = observer ? observer->idle_work_due(g) : -1;
-  int finish_due_after = -1;
-  for (int i = due - 1; i >= 0 && finish_due_after < 0; --i)
-    if (!op_is_view(nodes[i].op)) finish_due_after = i;
-  if (due >= 0 && finish_due_after < 0) observer->finish_due_idle_work();
   chunk_counters_[0].store(0, std::memory_order_relaxed);
   chunk_counters_[1].store(0, std::memory_order_relaxed);
   auto job = [&](int ith) {
@@ -92,7 +84,7 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #if TT_TRACE_HOOKS
         if (node_begin) {
           if (ith == 0) observer->on_node_begin(i, n);
-          if (split) pool_.barrier(idle);
+          if (split) pool_.barrier();
           observer->on_worker_begin(ith, i);
           tick_fresh = false;
         }
@@ -115,23 +107,18 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
         if (ith == 0) chunk_counters_[(executed + 1) % 2].store(0, std::memory_order_relaxed);
         ++executed;
       }
-      if (i == finish_due_after && ith == 0) {
-        observer->finish_due_idle_work();
-        tick_fresh = false;
-      }
       if (barrier_after) {
-        pool_.barrier(idle);
+        pool_.barrier();
         tick_fresh = false;
       }
       if (node_done) {
         if (ith == 0) observer->on_node_done(i, n);
-        if (barrier_after) pool_.barrier(idle);
+        if (barrier_after) pool_.barrier();
         tick_fresh = false;
       }
     }
   };
-  // Once the run is done, the other threads begin the observer's work on its outputs while thread 0 returns.
-  pool_.run(job, observer ? observer->between_runs_work() : IdleWork{});
+  pool_.run(job);
 }
 
 }  // namespace tt

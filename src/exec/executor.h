@@ -40,17 +40,6 @@ class ExecObserver {
   virtual void on_node_begin(int /*node*/, const Node& /*n*/) {}
   virtual void on_worker_begin(int /*thread*/, int /*node*/) {}
   virtual bool wants_node_begin() const { return false; }
-  // Work the threads do while they wait at the executor's barriers (see IdleWork), asked once per run;
-  // it runs on any waiting thread until its barrier opens, and must not depend on the nodes' outputs or spans.
-  virtual IdleWork idle_work() { return {}; }
-  // The node before which some of the idle work must be done (-1: none), e.g. the first node that overwrites what
-  // that work reads: thread 0 calls finish_due_idle_work() before any thread starts the node. Asked once per run.
-  virtual int idle_work_due(const Graph& /*g*/) { return -1; }
-  virtual void finish_due_idle_work() {}
-  // Work the threads other than thread 0 do once the run is done, while thread 0 goes on (the caller samples...)
-  // and until the next run starts (ThreadPool::run's `between`): it may read the run's outputs. Asked once per run,
-  // before it starts; an observer that goes before the pool ends it (ThreadPool::end_between_jobs_work).
-  virtual IdleWork between_runs_work() { return {}; }
 };
 
 class Executor {

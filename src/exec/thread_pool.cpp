@@ -47,13 +47,11 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::run(const std::function<void(int)>& fn, IdleWork between) {
+void ThreadPool::run(const std::function<void(int)>& fn) {
   if (n_threads_ == 1) {
     fn(0);
     return;
   }
-  between_phase_.fetch_add(1, std::memory_order_acq_rel);  // the last run's between-jobs work stops
-  between_ = between;
   job_ = &fn;
   job_remaining_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
@@ -62,14 +60,8 @@ void ThreadPool::run(const std::function<void(int)>& fn, IdleWork between) {
   }
   if (sleeping_.load(std::memory_order_acquire) > 0) wake_.notify_all();
   fn(0);
-  job_finished_.store(job_generation_.load(std::memory_order_relaxed), std::memory_order_release);
   wait_until([&] { return job_remaining_.load(std::memory_order_acquire) == 0; });
   job_ = nullptr;
-}
-
-void ThreadPool::end_between_jobs_work() {
-  between_phase_.fetch_add(1, std::memory_order_seq_cst);
-  wait_until([&] { return between_active_.load(std::memory_order_seq_cst) == 0; });
 }
 
 void ThreadPool::worker_loop(int ith) {
@@ -90,27 +82,12 @@ void ThreadPool::worker_loop(int ith) {
     }
     seen = gen;
     if (stop_.load()) return;
-    const IdleWork between = between_;
-    bool between_left = between.fn != nullptr;
-    const IdleStop between_stop(between_phase_, between_phase_.load(std::memory_order_relaxed));
-    // Counted before the job is: end_between_jobs_work, called once run() has returned, waits for it.
-    if (between_left) between_active_.fetch_add(1, std::memory_order_relaxed);
     (*job_)(ith);
     job_remaining_.fetch_sub(1, std::memory_order_acq_rel);
-    if (!between_left) continue;
-    // The between-jobs work, once thread 0 has finished the job too, until it stops, has none left or a job comes.
-    while (job_generation_.load(std::memory_order_acquire) == seen && !between_stop.requested()) {
-      if (job_finished_.load(std::memory_order_acquire) != seen) {
-        cpu_relax();
-      } else if (!between.fn(between.ctx, between_stop)) {
-        break;
-      }
-    }
-    between_active_.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
-void ThreadPool::barrier(IdleWork idle) {
+void ThreadPool::barrier() {
   if (n_threads_ == 1) return;
   uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
   if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
@@ -118,13 +95,7 @@ void ThreadPool::barrier(IdleWork idle) {
     barrier_phase_.fetch_add(1, std::memory_order_release);
     return;
   }
-  bool idle_left = idle.fn != nullptr;
-  const IdleStop stop(barrier_phase_, phase);
-  wait_until([&] {
-    if (barrier_phase_.load(std::memory_order_acquire) != phase) return true;
-    if (idle_left) idle_left = idle.fn(idle.ctx, stop);
-    return false;
-  });
+  wait_until([&] { return barrier_phase_.load(std::memory_order_acquire) != phase; });
 }
 
 double ThreadPool::round_trip_ns(int round_trips) {

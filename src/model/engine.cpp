@@ -23,7 +23,6 @@ std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserve
   // A step of the previous step's token count (every generation step) only moves positions: patch that graph.
   const bool patched = step_ && update_step_graph(*step_, model_, state_, tokens);
   if (!patched) {
-    if (step_ && observer) observer->on_graph_rebuild();
     const size_t previous_nodes = step_ ? step_->graph.nodes().size() : 0;
     step_ = std::make_unique<StepGraph>();
     step_->graph.reserve_nodes(previous_nodes);
@@ -52,7 +51,7 @@ std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserve
     resolve_ranges(g, model_.file->file_size());
 
   const std::span<const float> logits(step_->logits->as<const float>(), static_cast<size_t>(step_->logits->ne[0]));
-  if (observer) observer->on_graph_ready(g, plan_, logits);
+  if (observer) observer->on_graph_ready(g, plan_);
   executor_.run(g, state_.scratch.data(), observer);
   state_.n_past += static_cast<int32_t>(tokens.size());
   return logits;

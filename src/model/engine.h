@@ -25,12 +25,8 @@ struct EngineOptions {
 
 class StepObserver : public ExecObserver {
  public:
-  // Before execution: the graph with every tensor placed and every byte range resolved, and where the run will
-  // leave the last position's logits (eval's result).
-  virtual void on_graph_ready(const Graph& g, const AllocPlan& plan, std::span<const float> logits) {}
-  // Before the engine replaces the previous step's graph (a step of another token count): the previous graph and
-  // its activations (the logits the engine returned) go, and the activation arena may move.
-  virtual void on_graph_rebuild() {}
+  // Before execution: the graph with every tensor placed and every byte range resolved.
+  virtual void on_graph_ready(const Graph& g, const AllocPlan& plan) {}
 };
 
 class Engine {

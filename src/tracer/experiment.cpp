@@ -147,7 +147,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
     }
   }
   if (dir) {
-    tracer = std::make_unique<Tracer>(*dir, *model, o.trace_options, engine.pool(), t0);
+    tracer = std::make_unique<Tracer>(*dir, *model, o.trace_options, engine.pool().size(), t0);
     if (prefetcher) tracer->set_prefetcher(prefetcher.get());
     for (int il = 0; il < model->config.n_layer; ++il) {
       const uint64_t bytes = row_bytes(o.kv_type, model->config.n_embd_kv()) * engine.n_ctx();
@@ -182,7 +182,6 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   const GenerateResult& g = result.generation;
   json timings = {{"load_ns", result.load_ns}, {"prompt_ns", g.prompt_ns}, {"step_ns", g.step_ns}};
   json counts = tracer->finish();
-  result.tracer_scheduling = tracer->scheduling();
   const GgufFile& f = *model->file;
   json notes = model->config.notes;
   for (const std::string& n : model->weights.notes) notes.push_back(n);

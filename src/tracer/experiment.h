@@ -43,7 +43,6 @@ struct ExperimentResult {
   uint64_t load_ns = 0;
   uint64_t runtime_bytes = 0, kv_cache_bytes = 0;
   nlohmann::json run_json;
-  Tracer::Scheduling tracer_scheduling;  // when traced
 };
 
 // on_text receives generated text as it is produced; on_ready is called once the model has loaded and the run is set

@@ -53,6 +53,42 @@ Residency residency(const uint8_t* base, uint64_t offset, uint64_t length, std::
   return r;
 }
 
+IoProbe::IoProbe(const uint8_t* file_base, int n_threads)
+    : base_(file_base), slots_(static_cast<size_t>(n_threads)), workers_(static_cast<size_t>(n_threads)) {}
+
+IoProbe::~IoProbe() {
+  for (Slot& s : slots_)
+    if (s.proc_fd >= 0) ::close(s.proc_fd);
+}
+
+void IoProbe::on_graph_ready(size_t n_nodes) {
+  for (auto& w : workers_) w.assign(n_nodes, trace::IoWorker{});
+  ranges_.resize(n_nodes);
+  for (auto& r : ranges_) r.clear();
+}
+
+void IoProbe::on_node_begin(int node, const Node& n) {
+  auto& ranges = ranges_[static_cast<size_t>(node)];
+  for (const ByteRange& r : n.reads)
+    if (r.pool == Pool::MODEL_FILE && r.length) {
+      const Residency res = residency(base_, r.offset, r.length, mincore_buf_);
+      ranges.push_back({r.offset, r.length, res.pages, res.nonresident});
+    }
+}
+
+void IoProbe::on_worker_begin(int thread) {
+  Slot& s = slots_[static_cast<size_t>(thread)];
+  s.begin = read_thread_io(s.proc_fd);
+}
+
+void IoProbe::on_worker_end(int thread, int node) {
+  Slot& s = slots_[static_cast<size_t>(thread)];
+  const ThreadIoCounters e = read_thread_io(s.proc_fd);
+  workers_[static_cast<size_t>(thread)][static_cast<size_t>(node)] = {
+      static_cast<uint16_t>(thread), e.major_faults - s.begin.major_faults, e.minor_faults - s.begin.minor_faults,
+      e.read_bytes - s.begin.read_bytes};
+}
+
 nlohmann::json EvictResult::to_json() const {
   nlohmann::json j = {{"pages", pages},
                       {"resident_before", resident_before},

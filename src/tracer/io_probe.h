@@ -13,9 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "trace/records.h"
+
 namespace tt {
 
 class Graph;
+struct Node;
 
 struct ThreadIoCounters {
   uint64_t major_faults = 0, minor_faults = 0;
@@ -40,6 +43,46 @@ struct EvictResult {
   nlohmann::json to_json() const;
 };
 EvictResult evict_from_page_cache(int fd, const uint8_t* base, uint64_t size);
+
+// `run --io-trace`: per op, the page-cache residency of the model-file ranges it reads (measured on thread 0 just
+// before it starts) and each worker's faults and storage reads during its share (trace.bin IO records).
+class IoProbe {
+ public:
+  IoProbe(const uint8_t* file_base, int n_threads);
+  ~IoProbe();
+  IoProbe(const IoProbe&) = delete;
+  IoProbe& operator=(const IoProbe&) = delete;
+  void on_graph_ready(size_t n_nodes);
+  void on_node_begin(int node, const Node& n);  // thread 0, before any worker starts the node
+  void on_worker_begin(int thread);
+  void on_worker_end(int thread, int node);
+  // Node `node`'s record for step `step`, whose workers are the threads `worked(thread)` says had a share; nullptr
+  // when it read no model-file bytes.
+  template <typename Worked>
+  const trace::IoRecord* record(uint32_t step, uint32_t node, Worked&& worked) {
+    if (ranges_[node].empty()) return nullptr;
+    record_.step = step;
+    record_.node = node;
+    record_.page_bytes = static_cast<uint32_t>(page_bytes());
+    record_.ranges = ranges_[node];
+    record_.workers.clear();
+    for (size_t t = 0; t < slots_.size(); ++t)
+      if (worked(static_cast<int>(t))) record_.workers.push_back(workers_[t][node]);
+    return &record_;
+  }
+
+ private:
+  struct Slot {
+    int proc_fd = -1;
+    ThreadIoCounters begin;
+  };
+  const uint8_t* base_;
+  std::vector<Slot> slots_;                            // [thread]
+  std::vector<std::vector<trace::IoWorker>> workers_;  // [thread][node]
+  std::vector<std::vector<trace::IoRange>> ranges_;    // [node], measured on thread 0
+  std::vector<unsigned char> mincore_buf_;
+  trace::IoRecord record_;  // reused between ops
+};
 
 // Reads file ranges into the page cache on its own thread (pread into a scratch buffer), each page at most once per
 // run; requests are queued by the compute's thread 0 and never block it.

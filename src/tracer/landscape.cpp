@@ -339,58 +339,6 @@ LogitLandscape merge_landscape(std::span<const float> logits, std::span<const La
   return out;
 }
 
-void LandscapeInPieces::begin(std::span<const float> logits, int k) {
-  if (logits.empty()) fail("logit landscape of an empty vocabulary");
-  logits_ = logits;
-  k_ = k;
-  parts_.resize(landscape_part_count(logits.size()));
-  part_ = 0, pos_ = 0, pass_ = 1;
-  complete_ = false;
-  start_part();
-}
-
-void LandscapeInPieces::start_part() {
-  LandscapePart& p = parts_[part_];
-  p.n = landscape_part_logits(logits_, part_).size();
-  // Seeded as logit_landscape seeds it (the same bits).
-  if (part_ == 0)
-    p.top.clear();
-  else
-    p.top = parts_[part_ - 1].top;
-  max_ = -INFINITY;
-  sums_ = {};
-  pos_ = part_ * kLandscapePartLogits;
-}
-
-bool LandscapeInPieces::next() {
-  if (complete_) return false;
-  LandscapePart& p = parts_[part_];
-  const size_t part_end = part_ * kLandscapePartLogits + p.n, end = std::min(part_end, pos_ + kLandscapeBlockLogits);
-  if (pass_ == 1) {
-    TopK top(logits_, k_, p.top);
-    top_k_pass(logits_, pos_, end, top, max_);
-  } else {
-    distance_sums(logits_.subspan(pos_, end - pos_), p.ref, sums_);
-  }
-  pos_ = end;
-  if (pos_ < part_end) return true;
-  if (pass_ == 1) {  // on to pass 2 of the part
-    p.ref = distance_origin(max_);
-    pass_ = 2;
-    pos_ = part_ * kLandscapePartLogits;
-    return true;
-  }
-  finish_part(sums_, max_, p);
-  if (++part_ < parts_.size()) {
-    pass_ = 1;
-    start_part();
-    return true;
-  }
-  result_ = merge_landscape(logits_, parts_, k_);
-  complete_ = true;
-  return false;
-}
-
 LogitLandscape logit_landscape(std::span<const float> logits, int k) {
   std::vector<LandscapePart> parts(landscape_part_count(logits.size()));
   for (size_t p = 0; p < parts.size(); ++p)

@@ -1,8 +1,7 @@
 // The logit landscape of one step: the top-k tokens, the softmax normaliser and the entropy of the full softmax,
 // and the logits' min, mean and standard deviation, computed in two linear passes over each part of the vocabulary
-// (the tracer does this every step, a block at a time while the threads wait at the next step's barriers, so it
-// must cost a small fraction of a generation step). Parts have a fixed size and merge in order: the result does not
-// depend on which or how many threads computed them, or in how many pieces.
+// (the tracer does this every step, so it must cost a small fraction of a generation step). Parts have a fixed size
+// and merge in order: the result does not depend on which or how many threads computed them.
 #pragma once
 
 #include <algorithm>
@@ -64,32 +63,9 @@ void landscape_part(std::span<const float> logits, size_t part, int k, Landscape
 // The landscape from all the parts, in order (every part of logits, computed by landscape_part with the same k).
 LogitLandscape merge_landscape(std::span<const float> logits, std::span<const LandscapePart> parts, int k);
 
-// The landscape a block of kLandscapeBlockLogits at a time, for work done in short pieces (the tracer's, while the
-// threads wait at barriers): each part's two passes block by block, then the merge. Bit-identical to
-// logit_landscape's (the blocks split the passes where their own loops do).
+// The chunk of logits whose float lanes distance_sums adds up before it adds them to its double sums.
 constexpr size_t kLandscapeBlockLogits = 1024;
 static_assert(kLandscapePartLogits % kLandscapeBlockLogits == 0);
-class LandscapeInPieces {
- public:
-  // The logits must stay unchanged until complete(); k as for logit_landscape.
-  void begin(std::span<const float> logits, int k);
-  // One block of one pass, the last one with the merge; false once the landscape is complete (nothing done).
-  bool next();
-  bool complete() const { return complete_; }
-  const LogitLandscape& result() const { return result_; }  // once complete()
-
- private:
-  void start_part();
-  std::span<const float> logits_;
-  int k_ = 1;
-  std::vector<LandscapePart> parts_;
-  size_t part_ = 0, pos_ = 0;  // the part and the next logit of its current pass
-  int pass_ = 1;               // 1: top-k and the part's maximum (max_), 2: the distance sums (into sums_)
-  float max_ = -INFINITY;
-  LandscapeSums sums_;
-  bool complete_ = false;
-  LogitLandscape result_;
-};
 
 // Every part on this thread, then their merge. k is clamped to [1, logits.size()]; logits must not be empty.
 LogitLandscape logit_landscape(std::span<const float> logits, int k);

@@ -1,0 +1,92 @@
+// trace.bin's step records: per step STEP_BEGIN, each node's SPAN records (one per worker) and op record, the IO
+// records (`run --io-trace`), the MoE layers' ROUTING records, STEP_END. On a step of the same graph as the previous
+// one, without value statistics, a node's op record is its previous one with new times (OP_ADVANCES_PACKED, runs of
+// consecutive nodes in one record) when its placement moved by its stride, or OP_DELTA with the changed fields (which
+// become its stride); else a full OP record. The choice compares placement fields exactly, so the reader restores
+// every record whole.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "exec/executor.h"
+#include "model/generate.h"
+#include "trace/records.h"
+#include "trace/trace_file.h"
+#include "tracer/flush.h"
+#include "tracer/graph_catalog.h"
+#include "tracer/io_probe.h"
+#include "tracer/value_check.h"
+
+namespace tt {
+
+// Nanoseconds a counter tick, as a 32.32 fixed-point number, over an interval of `ticks` and `ns`.
+unsigned __int128 tick_scale(uint64_t ticks, uint64_t ns);
+
+class OpRecords {
+ public:
+  // compact: OP_ADVANCES_PACKED and OP_DELTA records where they apply; false: a full OP record per op.
+  OpRecords(trace::TraceWriter& writer, int n_threads, uint64_t run_start_ns, bool compact);
+  // start_ns: relative to the run's start.
+  void on_step_begin(uint32_t step, Phase phase, int32_t pos_begin, int32_t pos_end, uint64_t start_ns);
+  // Before the step runs g, whose catalog entry is `graph` (same_as_previous: the previous step ran it too). With
+  // values, each record carries its op's statistics (then every record is whole).
+  void on_graph_ready(const Graph& g, const GraphEntry& graph, bool same_as_previous, bool values);
+  // Where thread `thread` stores its span of every node (ExecObserver::span_slots).
+  WorkerSpan* span_slots(int thread) { return spans_[static_cast<size_t>(thread)].data(); }
+  // Writes the step's records; io: each op's IO record follows it.
+  void on_step_end(const StepOutcome& o, const ValueCheck& values, IoProbe* io, uint64_t now_ns);
+  // The last step's span of every node on thread 0, in absolute nanoseconds ({0, 0}: not run there).
+  std::span<const WorkerSpan> thread0_ns() const { return spans_[0]; }
+  void finish() { writer_.flush(); }
+
+ private:
+  // How a node's record goes out on a compact step.
+  enum class Choice { ADVANCE, DELTA, FULL };
+  // The reader's view of node i's placement fields after its latest record: the record's layout and fields, and its
+  // stride (set by OP_DELTA; after OP or a delta of no changes, none) as the (field, difference) pairs of its nonzero
+  // fields (a cache view moves in two or three of its dozens).
+  struct NodeFields {
+    std::vector<uint32_t> layout;
+    std::vector<uint64_t> last;
+    std::vector<std::pair<uint32_t, uint64_t>> stride;
+  };
+  // Node i's placement into its record (placed_[i]), the one definition the records and the choice share.
+  trace::OpRecord& place(size_t i);
+  // Updates fields_[i] for ADVANCE and DELTA, and appends a DELTA's changes to changes_.
+  Choice choose(size_t i);
+  void spans_to_ns();
+  void write_op(size_t i, Choice choice, std::span<const std::pair<uint32_t, uint64_t>> changes,
+                const ValueCheck& values);
+  void write_advance_run(size_t first, size_t end);  // nodes [first, end) as one OP_ADVANCES_PACKED record
+  void write_routing(const StepOutcome& o);
+
+  trace::TraceWriter& writer_;
+  int n_threads_;
+  uint64_t t0_;
+  bool compact_option_;
+  // The running step.
+  trace::StepMarker marker_;
+  const Graph* graph_ = nullptr;
+  const GraphEntry* entry_ = nullptr;
+  bool compact_ = false;
+  // [thread][node]: the executor's ticks, nanoseconds after spans_to_ns(). Reset for a new graph only: each step of a
+  // graph writes every slot it uses (see ExecObserver::span_slots).
+  std::vector<std::vector<WorkerSpan>> spans_;
+  // tick_count() and now_ns() read together before the graph runs and again after: ticks in between map linearly.
+  uint64_t ticks_before_ = 0, ns_before_ = 0;
+  std::vector<NodeFields> fields_;       // [node]; kept only when compact
+  std::vector<trace::OpRecord> placed_;  // [node]: its record, reused step after step (no allocation)
+  std::vector<Choice> choices_;
+  std::vector<std::pair<uint32_t, uint32_t>> change_spans_;  // [node]: its DELTA's changes in changes_
+  std::vector<std::pair<uint32_t, uint64_t>> changes_;
+  std::vector<uint32_t> layout_scratch_;
+  std::vector<uint64_t> fields_scratch_;
+  std::vector<uint64_t> run_times_;         // write_advance_run's scratch
+  std::vector<int32_t> predicted_scratch_;  // write_routing's
+  FlushSchedule flush_;
+};
+
+}  // namespace tt
