@@ -1030,6 +1030,8 @@ void Tracer::on_step_end(const StepOutcome& o) {
   // Read by the line before this slot's next use: the next step's end finishes it (finish_previous_step).
   next.routing = rec.routing_rows.empty() ? nullptr : &rec;
   opened();
+  next.weights.reset();
+  if (weight_loads_) next.weights = weight_loads_->step_end(writer_, static_cast<uint32_t>(o.step));
   next.outcome_known = true;
   pending_.store(true, std::memory_order_release);
   running_ ^= 1;  // the next step's spans and choices go to the other records
@@ -1157,6 +1159,7 @@ bool Tracer::previous_step_piece() {
   j.field("top1_top2_gap", land.top.size() > 1 ? l.top_logits[0] - l.top_logits[1] : 0.0f)
       .field("entropy", land.entropy);
   if (l.routing) write_routing_field(j, *l.routing);
+  if (l.weights) l.weights->write(j);
   j.key("hidden_stats");
   l.hidden_stats.write(j);
   j.key("logits_stats");

@@ -27,6 +27,7 @@
 #include "trace/trace_file.h"
 #include "tracer/io_probe.h"
 #include "tracer/landscape.h"
+#include "tracer/weight_loads.h"
 
 namespace tt {
 
@@ -74,6 +75,8 @@ class Tracer : public GenerateObserver {
   IdleWork between_runs_work() override;
   // --prefetch: the prefetcher is told about each graph and each node start (not owned).
   void set_prefetcher(Prefetcher* p) { prefetcher_ = p; }
+  // --weight-budget: each step's weight accesses become WEIGHT_LOAD records and its line's weight_* fields.
+  void set_weight_store(WeightStore& s) { weight_loads_.emplace(s, t0_); }
   ~Tracer() override;
 
   // Records the runtime buffers that exist before the first step (KV cache layers...).
@@ -273,8 +276,9 @@ class Tracer : public GenerateObserver {
     // back stalls its writes, while a slower writer hides that and the flush costs more than it saves
     // (docs/performance.md, "Tracing overhead").
     bool evict_logits = false;
-    StepRecords* records = nullptr;        // not yet written (RECORDS)
-    const StepRecords* routing = nullptr;  // the step's routing rows, for the line (none: a dense model)
+    StepRecords* records = nullptr;           // not yet written (RECORDS)
+    const StepRecords* routing = nullptr;     // the step's routing rows, for the line (none: a dense model)
+    std::optional<WeightStepTotals> weights;  // --weight-budget
     LandscapeInPieces landscape;
     std::vector<float> top_logits;  // the landscape's top ids' logits and the chosen token's, for the line
     float chosen_logit = 0;
@@ -365,6 +369,7 @@ class Tracer : public GenerateObserver {
     ThreadIoCounters begin;
   };
   Prefetcher* prefetcher_ = nullptr;
+  std::optional<WeightLoadRecorder> weight_loads_;
   std::vector<IoSlot> io_slots_;                          // [thread]
   std::vector<std::vector<trace::IoWorker>> io_workers_;  // [thread][node]
   std::vector<std::vector<trace::IoRange>> io_ranges_;    // [node], measured on thread 0
