@@ -154,6 +154,14 @@ RegisterCommand reg(
                    "Record page-cache residency before each op and faults/storage reads during it (IO records)");
       cmd.add_flag("--cold", o.cold, "Evict the model file from the page cache before the first step (and check)");
       cmd.add_option("--prefetch", o.prefetch, "Read weights ahead of compute: none, next-layer, from:RUN_DIR");
+      cmd.add_option("--weight-budget", o.weight_budget,
+                     "Serve the weights from storage through a cache of this many bytes (K/M/G) or percent of the "
+                     "weights (50%)");
+      cmd.add_option("--cache-policy", o.cache_policy,
+                     "With --weight-budget: lru, lfu, fifo, lru-2, least-stale, or opt-from:RUN_DIR (Belady on that "
+                     "budgeted run's accesses)");
+      cmd.add_flag("--direct-io", o.direct_io,
+                   "With --weight-budget: read weights with O_DIRECT (past the page cache)");
       cmd.add_flag("--moe-predict", o.moe_predict,
                    "Mixture-of-experts models: predict each next layer's experts from the current layer's FFN input "
                    "(ffn_moe_pred_* ops; trace records, analyze's prediction recall)");

@@ -16,6 +16,7 @@
 #include "analysis/bandwidth.h"
 #include "analysis/cache_sim.h"
 #include "analysis/moe.h"
+#include "analysis/weight_cache.h"
 #include "trace/run_data.h"
 
 namespace tt::analysis {
@@ -199,7 +200,8 @@ struct Report {
   nlohmann::json io;  // io_summary; null without IO records
   MemorySection memory;
   std::optional<CacheSimSection> cache_sim;
-  std::optional<MoeSection> moe;  // runs with routing records
+  std::optional<MoeSection> moe;                   // runs with routing records
+  std::optional<WeightCacheSection> weight_cache;  // `run --weight-budget` runs
   // `analyze A B ... --expert-cache`: the replay of every run's routing as one workload (set by the caller).
   std::optional<PooledExpertCache> pooled;
 };

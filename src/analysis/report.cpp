@@ -419,6 +419,7 @@ json to_json(const Report& r) {
   j["memory"] = memory_json(r.memory);
   if (r.cache_sim) j["cache_sim"] = cache_sim_json(*r.cache_sim);
   if (r.moe) j["moe"] = moe_json(*r.moe);
+  if (r.weight_cache) j["weight_cache"] = weight_cache_json(*r.weight_cache);
   if (r.pooled) {
     j["pooled"] =
         expert_cache_json(r.pooled->cache, r.pooled->tokens, r.pooled->scope, r.pooled->prefetch, r.pooled->read_rate);
@@ -609,6 +610,7 @@ std::string render_text(const Report& r) {
                        x.hits, pct(x.miss_ratio()), mib(x.bytes_missed));
   }
   if (r.moe) o += moe_text(*r.moe);
+  if (r.weight_cache) o += weight_cache_text(*r.weight_cache);
   if (r.pooled) {
     o += fmt::format("\n== Pooled expert cache ({} runs, {} tokens, replayed one after another) ==\n",
                      r.pooled->runs.size(), r.pooled->tokens);

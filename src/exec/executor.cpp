@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include "exec/thread_pool.h"
 #include "graph/builder.h"
@@ -26,9 +27,12 @@ void Executor::plan(const Graph& g) {
   int last = -1;  // the previous executed node
   for (size_t i = 0; i < nodes.size(); ++i) {
     thread_bytes = std::max(thread_bytes, thread_scratch_bytes(nodes[i]));
+    if (residency_ && !op_is_view(nodes[i].op))
+      for (const Tensor* s : nodes[i].src)
+        if (s->storage().pool == Pool::MODEL_FILE) plan_[i] |= kResident;
     if (!threads || op_is_view(nodes[i].op)) continue;
     if (node_work(nodes[i]) >= min_parallel_work_) {
-      plan_[i] = kSplit | kBarrierAfter;
+      plan_[i] |= kSplit | kBarrierAfter;
       if (last >= 0) plan_[last] |= kBarrierAfter;
     }
     last = static_cast<int>(i);
@@ -46,8 +50,13 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
   const bool node_done = observer && observer->wants_node_done();
   const bool node_begin = observer && observer->wants_node_begin();
   plan(g);
+  if (residency_) residency_->check(g);
   chunk_counters_[0].store(0, std::memory_order_relaxed);
   chunk_counters_[1].store(0, std::memory_order_relaxed);
+  // A node's weights that cannot be made resident stop the run: thread 0 sets `failed` before the barrier the others
+  // next pass, from which every thread skips the remaining nodes (still meeting at the same barriers); then it throws.
+  std::atomic<bool> failed{false};
+  std::exception_ptr failure;
   auto job = [&](int ith) {
     WorkerSpan* spans = observer ? observer->span_slots(ith) : nullptr;
     int64_t executed = 0;                // split nodes run so far: the same count on every thread
@@ -67,7 +76,7 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #endif
         continue;
       }
-      const bool split = plan_[i] & kSplit, barrier_after = plan_[i] & kBarrierAfter;
+      const bool split = plan_[i] & kSplit, barrier_after = plan_[i] & kBarrierAfter, resident = plan_[i] & kResident;
       // Its inputs are complete here (a barrier follows every node another thread may read next); the other
       // threads' kernels do not read `reads`, and a split node's observer hooks come after this.
       if (ith == 0 && has_routed_reads(n)) resolve_routed_reads(n);
@@ -81,15 +90,27 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
         ctx.chunk_counter = split ? &chunk_counters_[executed % 2] : nullptr;
         ctx.input_converted = input_converted;
         ctx.llamacpp_build = g.llamacpp_build;
+        if (resident && ith == 0 && !failed.load(std::memory_order_relaxed)) {
+          try {
+            residency_->acquire(i, n);
+          } catch (...) {
+            failure = std::current_exception();
+            failed.store(true, std::memory_order_relaxed);
+          }
+          tick_fresh = false;
+        }
 #if TT_TRACE_HOOKS
         if (node_begin) {
           if (ith == 0) observer->on_node_begin(i, n);
           if (split) pool_.barrier();
           observer->on_worker_begin(ith, i);
           tick_fresh = false;
+        } else if (resident && split) {  // the others wait for the weights
+          pool_.barrier();
+          tick_fresh = false;
         }
         const uint64_t t0 = !spans ? 0 : tick_fresh ? last_tick : tick_count();
-        compute_node(n, ctx);
+        if (!failed.load(std::memory_order_relaxed)) compute_node(n, ctx);
         if (spans) {
           last_tick = tick_count(), tick_fresh = true;
           spans[i] = {t0, last_tick};
@@ -99,7 +120,8 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
           tick_fresh = false;
         }
 #else
-        compute_node(n, ctx);
+        if (resident && split) pool_.barrier();
+        if (!failed.load(std::memory_order_relaxed)) compute_node(n, ctx);
 #endif
       }
       if (split) {
@@ -116,9 +138,12 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
         if (barrier_after) pool_.barrier();
         tick_fresh = false;
       }
+      // Every thread is done with the node: after its barrier, or it ran on thread 0 alone.
+      if (resident && ith == 0 && !failed.load(std::memory_order_relaxed)) residency_->release(i, n);
     }
   };
   pool_.run(job);
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace tt

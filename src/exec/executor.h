@@ -42,6 +42,18 @@ class ExecObserver {
   virtual bool wants_node_begin() const { return false; }
 };
 
+// Makes the model-file bytes each node reads resident before it runs (`run --weight-budget`: model/weight_store.h).
+// Called on thread 0 only: check() before a graph runs, acquire() before any thread starts a node that reads model
+// weights (its MUL_MAT_ID reads resolved), release() once every thread is done with that node. When acquire() is
+// called every node before it has finished on every thread.
+class NodeResidency {
+ public:
+  virtual ~NodeResidency() = default;
+  virtual void check(const Graph& g) = 0;
+  virtual void acquire(int node, const Node& n) = 0;
+  virtual void release(int node, const Node& n) = 0;
+};
+
 class Executor {
  public:
   // Nodes whose node_work() is below min_parallel_work run on thread 0 alone (0: every node is split).
@@ -50,12 +62,15 @@ class Executor {
   // scratch must hold max scratch_bytes over the graph's nodes. Nodes whose reads depend on the step's values
   // (has_routed_reads) get them set (resolve_routed_reads) by thread 0 before the node starts.
   void run(Graph& g, uint8_t* scratch, ExecObserver* observer);
+  // Null: weights are used where their Tensor::data points, as they are.
+  void set_residency(NodeResidency* residency) { residency_ = residency; }
   // The threads' work memory (ComputeContext::thread_scratch) as sized by the last run.
   size_t thread_memory_bytes() const { return thread_scratch_.size(); }
 
  private:
-  // Per node: kSplit (all threads share it, else thread 0 runs it alone) and kBarrierAfter.
-  static constexpr uint8_t kSplit = 1, kBarrierAfter = 2;
+  // Per node: kSplit (all threads share it, else thread 0 runs it alone), kBarrierAfter, kResident (reads model
+  // weights that residency_ makes resident).
+  static constexpr uint8_t kSplit = 1, kBarrierAfter = 2, kResident = 4;
   void plan(const Graph& g);
 
   ThreadPool& pool_;
@@ -66,6 +81,7 @@ class Executor {
     ThreadPool& pool;
   } barrier_;
   uint64_t min_parallel_work_;
+  NodeResidency* residency_ = nullptr;
   std::vector<uint8_t> plan_;  // per node, rebuilt each run (positions change the attention's work)
   // Each thread's work memory (ComputeContext::thread_scratch): thread i's at i * thread_scratch_stride_, grown by
   // plan() to the graph's largest thread_scratch_bytes, so kernels never allocate.

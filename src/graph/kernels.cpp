@@ -281,7 +281,7 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
   }
   const ExpertGroups groups = group_by_expert(ids, n_expert, reinterpret_cast<int32_t*>(ctx.thread_scratch));
   const DotKernel& dot = mul_mat_id_dot(*k, w, ctx.llamacpp_build);
-  const uint64_t w_row = w.row_size(), slab = w_row * static_cast<uint64_t>(N);
+  const uint64_t w_row = w.row_size(), slab = w.slab_stride();
   constexpr int64_t kRowTile = 16;
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
   float* dst = n.out->as<float>();

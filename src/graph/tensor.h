@@ -1,6 +1,7 @@
 // A tensor as the graph sees it: shape, type and where its bytes live. Weights point into the memory-mapped
 // model file (pool MODEL_FILE, offset = absolute file offset); runtime tensors live in runtime buffers (KV cache,
-// activation arena, inputs). Tensors are contiguous; views share the bytes of the tensor they view.
+// activation arena, inputs). Tensors are contiguous but for expert slabs spaced apart (expert_stride); views share
+// the bytes of the tensor they view.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +24,15 @@ struct Tensor {
   const Tensor* view_of = nullptr;  // non-null: shares view_of's bytes (starting at view_offset)
   uint64_t view_offset = 0;
   int graph_index = -1;  // position in the graph that created it (-1: a model weight), for per-tensor tables
+  // 3-D expert weights: bytes from one expert's slab to the next (0: contiguous, ne[1] rows). The weight store lays
+  // each slab out page-aligned so it can be loaded and dropped alone (model/weight_store.h).
+  uint64_t expert_stride = 0;
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
   uint64_t row_size() const { return row_bytes(type, ne[0]); }
   uint64_t n_bytes() const { return row_size() * n_rows(); }
+  uint64_t slab_stride() const { return expert_stride ? expert_stride : row_size() * static_cast<uint64_t>(ne[1]); }
   template <typename T>
   T* as() const {
     return reinterpret_cast<T*>(data);

@@ -48,6 +48,8 @@ class Engine {
   int32_t n_ctx() const { return state_.n_ctx; }
   void reset() { state_.n_past = 0; }
   const Model& model() const { return model_; }
+  // Where the weights each node reads are made resident (`run --weight-budget`); null: the mapped file.
+  void set_residency(NodeResidency* residency) { executor_.set_residency(residency); }
   // The compute workers; idle between eval() calls (observers may use them then).
   ThreadPool& pool() { return pool_; }
   const EngineOptions& options() const { return options_; }

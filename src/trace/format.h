@@ -9,9 +9,9 @@
 namespace tt::trace {
 
 constexpr char kMagic[8] = {'T', 'T', 'T', 'R', 'A', 'C', 'E', '\0'};
-// Written: 8. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
-// OP_ADVANCES_PACKED), 6 (no ROUTING), 7 (records right after the file header, no blocks).
-constexpr uint32_t kVersion = 8;
+// Written: 9. Still read: 1 (no IO), 2 (no OP_REPEAT), 3 (no OP_REPEATS), 4 (no OP_DELTA, OP_ADVANCES), 5 (no
+// OP_ADVANCES_PACKED), 6 (no ROUTING), 7 (records right after the file header, no blocks), 8 (no WEIGHT_LOAD).
+constexpr uint32_t kVersion = 9;
 constexpr uint32_t kMinVersion = 1;
 // OP records of versions up to this carry u16 n_fused + u8 op kinds before n_inputs (no tensortrace wrote any kinds).
 constexpr uint32_t kLastFusedVersion = 7;
@@ -55,7 +55,12 @@ enum class RecordKind : uint8_t {
   // f32 weight), f32 margin, then with `run --moe-predict` optionally u8 p, p times u32 expert: one token's routing in
   // one layer, and the experts the previous layer predicted for it (RoutingRecord).
   ROUTING = 12,
+  // version 9, `run --weight-budget`: u32 step, u32 node, u32 tensor (string id), i32 expert (-1: whole tensor),
+  // u64 offset, u64 bytes, u64 start_ns, u64 end_ns, u64 wait_ns, u8 flags (1: hit, 2: prefetch): one access of a
+  // node to a weight unit of the run's cache (WeightLoadRecord).
+  WEIGHT_LOAD = 13,
 };
+constexpr uint32_t kWeightLoadBytes = 57;  // a WEIGHT_LOAD record's payload
 // Experts a token may be routed to in a ROUTING record (llama.cpp's models use up to 8 of up to 256).
 constexpr uint8_t kMaxRoutedExperts = 64;
 constexpr uint32_t kNoShare = 0xFFFFFFFF;  // OP_REPEATS, OP_ADVANCES: a worker without a share of the node

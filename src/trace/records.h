@@ -143,4 +143,16 @@ struct IoRecord {
   std::vector<IoWorker> workers;
 };
 
+// `run --weight-budget`: one demand access of a node to a weight unit, in access order (WEIGHT_LOAD records). The
+// accesses are the stream the run's cache served: analyze replays them through the same policy.
+struct WeightLoadRecord {
+  uint32_t step = 0, node = 0;         // the node that needed the unit (and waited for its read)
+  std::string tensor;                  // the weight
+  int32_t expert = -1;                 // its expert slab; -1: the whole tensor
+  uint64_t offset = 0, bytes = 0;      // the unit's absolute file offset and bytes
+  uint64_t start_ns = 0, end_ns = 0;   // the read, relative to the run start (a hit: both when it was found)
+  uint64_t wait_ns = 0;                // how long the node waited for it (a demand miss: its read)
+  bool hit = false, prefetch = false;  // resident already; brought in ahead of its use (phase 2: always false)
+};
+
 }  // namespace tt::trace

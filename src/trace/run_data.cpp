@@ -493,6 +493,16 @@ void check_trace(RunData& r) {
         fail("'{}': routing record of step {} layer {} predicts expert {}, past the layer's {} experts", path, x.step,
              x.layer, e, it->second);
   }
+  for (const trace::WeightLoadRecord& w : t.weight_loads) {
+    check_step("weight load", w.step);
+    check_file_bytes(fmt::format("weight load of '{}'", w.tensor), w.step, w.offset, w.bytes);
+    // The unit lies within the tensor it names (when the memory map is there to say where that is).
+    if (const MapTensor* m = r.memory_map.is_null() ? nullptr : r.tensor_named(w.tensor);
+        !r.memory_map.is_null() && (!m || w.offset < m->offset_start || w.offset + w.bytes > m->offset_end))
+      fail("'{}': weight load of step {} names '{}'{} at bytes [{}, {}), which the model's memory map does not hold",
+           path, w.step, w.tensor, w.expert >= 0 ? fmt::format(" expert {}", w.expert) : "", w.offset,
+           w.offset + w.bytes);
+  }
   for (const trace::IoRecord& io : t.io) {
     check_step("IO record", io.step);
     for (const trace::IoRange& x : io.ranges) check_file_bytes("IO record", io.step, x.offset, x.length);

@@ -312,6 +312,21 @@ void TraceWriter::routing(uint32_t step, uint16_t layer, int32_t token_pos, std:
   end_record();
 }
 
+void TraceWriter::weight_load(const WeightLoadRecord& r, uint32_t tensor_id) {
+  begin_record(RecordKind::WEIGHT_LOAD);
+  put<uint32_t>(buffer_, r.step);
+  put<uint32_t>(buffer_, r.node);
+  put<uint32_t>(buffer_, tensor_id);
+  put<int32_t>(buffer_, r.expert);
+  put<uint64_t>(buffer_, r.offset);
+  put<uint64_t>(buffer_, r.bytes);
+  put<uint64_t>(buffer_, r.start_ns);
+  put<uint64_t>(buffer_, r.end_ns);
+  put<uint64_t>(buffer_, r.wait_ns);
+  put<uint8_t>(buffer_, static_cast<uint8_t>((r.hit ? 1 : 0) | (r.prefetch ? 2 : 0)));
+  end_record();
+}
+
 void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
   const uint32_t name_id = ids[0], out_id = ids[1];
   auto put_tensor = [&](const TensorRecord& t, uint32_t id) {
@@ -749,6 +764,28 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             for (uint32_t& e : x.predicted) e = r.get<uint32_t>();
           }
           out.routing.push_back(std::move(x));
+          break;
+        }
+        case RecordKind::WEIGHT_LOAD: {
+          if (out.version < 9) fail("WEIGHT_LOAD record in a version {} trace", out.version);
+          if (len != kWeightLoadBytes) fail("WEIGHT_LOAD record of {} bytes, expected {}", len, kWeightLoadBytes);
+          WeightLoadRecord w;
+          w.step = r.get<uint32_t>();
+          w.node = r.get<uint32_t>();
+          w.tensor = str(r.get<uint32_t>());
+          w.expert = r.get<int32_t>();
+          w.offset = r.get<uint64_t>();
+          w.bytes = r.get<uint64_t>();
+          w.start_ns = r.get<uint64_t>();
+          w.end_ns = r.get<uint64_t>();
+          w.wait_ns = r.get<uint64_t>();
+          const uint8_t flags = r.get<uint8_t>();
+          if (flags > 3) fail("WEIGHT_LOAD record with flags {} (1: hit, 2: prefetch)", flags);
+          if (w.expert < -1) fail("WEIGHT_LOAD record of expert {}", w.expert);
+          if (w.end_ns < w.start_ns)
+            fail("WEIGHT_LOAD record ending at {} ns before its start at {} ns", w.end_ns, w.start_ns);
+          w.hit = flags & 1, w.prefetch = flags & 2;
+          out.weight_loads.push_back(std::move(w));
           break;
         }
         default:

@@ -100,6 +100,8 @@ class TraceWriter {
                std::span<const float> weights, float margin, std::span<const int32_t> predicted = {});
   // Pushes buffered records to the file (the tracer calls it after whole steps: past kFlushBytes, at least every
   // 500 ms, and at the end).
+  // A WEIGHT_LOAD record; tensor_id: r.tensor interned.
+  void weight_load(const WeightLoadRecord& r, uint32_t tensor_id);
   void flush();
   // Bytes of the file once flushed (the pending block's header included).
   uint64_t bytes_written() const { return bytes_written_ + (bytes_buffered() > 0 ? buffer_.size() : block_start_); }
@@ -141,6 +143,8 @@ struct TraceContents {
   std::string stop_reason;   // why it stopped early (truncated record, ...)
   // Version 7, mixture-of-experts runs: per step, layer and token, in record order (a step's after its ops).
   std::vector<RoutingRecord> routing;
+  // Version 9, `run --weight-budget`: every access to a weight unit, in access order.
+  std::vector<WeightLoadRecord> weight_loads;
 };
 
 // Version 8's block of `records` (whole records): its header (magic, length, XXH3-64 of the records) and the records,

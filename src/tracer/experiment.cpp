@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "gguf/memory_map.h"
+#include "model/weight_store.h"
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 #include "trace/run_data.h"
@@ -76,6 +77,54 @@ json config_json(const ModelConfig& c) {
   return j;
 }
 
+// --weight-budget's options, checked before the model loads (null without the option).
+std::optional<WeightStoreOptions> weight_store_options(const ExperimentOptions& o) {
+  if (o.weight_budget.empty()) {
+    if (o.cache_policy != "lru" || o.direct_io) fail("--cache-policy and --direct-io need --weight-budget SIZE");
+    return std::nullopt;
+  }
+  WeightBudget::parse(o.weight_budget);
+  WeightStoreOptions w;
+  w.budget = o.weight_budget;
+  w.direct_io = o.direct_io;
+  if (o.cache_policy.rfind("opt-from:", 0) == 0) {
+    const std::string from = o.cache_policy.substr(9);
+    const RunData rec = load_run(from, {.graphs = false});
+    if (rec.trace.weight_loads.empty())
+      fail("--cache-policy {}: that run has no weight loads (it ran without --weight-budget)", o.cache_policy);
+    w.policy = cache::Policy::OPT;
+    for (const trace::WeightLoadRecord& l : rec.trace.weight_loads) w.future.emplace_back(l.tensor, l.expert);
+  } else {
+    const std::optional<cache::Policy> p = cache::policy_from_name(o.cache_policy);
+    if (!p || *p == cache::Policy::OPT)
+      fail("--cache-policy must be lru, lfu, fifo, lru-2, least-stale or opt-from:RUN_DIR, got '{}'", o.cache_policy);
+    w.policy = *p;
+  }
+  return w;
+}
+
+json weight_cache_json(const WeightStore& s) {
+  const WeightStore::Totals& t = s.totals();
+  return {
+      {"budget", s.options().budget},
+      {"budget_bytes", s.budget()},
+      {"unit_bytes", s.unit_bytes()},
+      {"units", s.units().size()},
+      {"page_bytes", s.page_bytes()},
+      {"n_phases", s.n_phases()},
+      {"policy", cache::policy_name(s.options().policy)},
+      {"direct_io", s.options().direct_io},
+      {"accesses", t.accesses},
+      {"hits", t.hits},
+      {"misses", t.misses},
+      {"evictions", t.evictions},
+      {"bytes_read", t.bytes_read},
+      {"read_ns", t.read_ns},
+      {"read_bytes_per_s", t.read_ns ? static_cast<double>(t.bytes_read) * 1e9 / static_cast<double>(t.read_ns) : 0.0},
+      {"peak_resident_bytes", t.peak_resident_bytes},
+      {"resident_bytes_at_end", s.measured_resident_bytes()}};
+}
+
 }  // namespace
 
 std::string default_run_dir(const std::string& model_path) {
@@ -96,11 +145,15 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   else if (o.trace)
     dir = std::make_unique<RunDirWriter>(o.run_dir, o.overwrite ? ExistingRunDir::OVERWRITE : ExistingRunDir::REFUSE);
 
+  const std::optional<WeightStoreOptions> store_options = weight_store_options(o);
   if (o.progress) fmt::print(stderr, "loading {} ...\n", o.model_path);
   std::unique_ptr<Model> model = load_model(o.model_path);
+  std::unique_ptr<WeightStore> store = store_options ? std::make_unique<WeightStore>(*model, *store_options) : nullptr;
   Engine engine(*model, {o.n_ctx, o.n_threads, o.kv_type, o.llamacpp_build, o.moe_predict});
+  if (store) engine.set_residency(store.get());
   result.load_ns = now_ns() - t0;
   result.prompt_tokens = model->tokenizer->encode(o.prompt, /*add_special=*/true);
+  if (store) store->require(static_cast<int64_t>(result.prompt_tokens.size()));
   if (o.progress)
     fmt::print(stderr, "model: {} ({}, {} layers, dim {}, {} kernels), {} threads, context {}, prompt {} tokens\n",
                model->config.name, model->config.arch_name, model->config.n_layer, model->config.n_embd, kernel_isa(),
@@ -110,6 +163,8 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   std::unique_ptr<Prefetcher> prefetcher;
   json run;
   json cold_check = nullptr;
+  if (o.prefetch != "none" && store)
+    fail("--prefetch reads the file mapping's pages, which --weight-budget does not use");
   if (o.prefetch != "none" && !dir) fail("--prefetch needs tracing (it hooks the executor through the tracer)");
   if (o.prefetch != "none") {
     const GgufFile& f = *model->file;
@@ -149,6 +204,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   if (dir) {
     tracer = std::make_unique<Tracer>(*dir, *model, o.trace_options, engine.pool().size(), t0);
     if (prefetcher) tracer->set_prefetcher(prefetcher.get());
+    if (store) tracer->set_weight_store(*store);
     for (int il = 0; il < model->config.n_layer; ++il) {
       const uint64_t bytes = row_bytes(o.kv_type, model->config.n_embd_kv()) * engine.n_ctx();
       tracer->record_static_buffer(fmt::format("cache_k_l{}", il), Pool::KV_CACHE, k_buffer_id(il), bytes);
@@ -175,6 +231,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
     }
   });
 
+  if (store && !result.generation.interrupted) store->finish();
   result.runtime_bytes = engine.runtime_bytes();
   result.kv_cache_bytes = engine.kv_cache_bytes();
   if (!dir) return result;
@@ -233,6 +290,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
          {"steps_done", g.steps},
          {"timings", timings},
          {"memory", {{"runtime_bytes", result.runtime_bytes}, {"kv_cache_bytes", result.kv_cache_bytes}}},
+         {"weight_cache", store ? weight_cache_json(*store) : json(nullptr)},
          {"trace", counts},
          {"files",
           {{"trace", "trace.bin"},

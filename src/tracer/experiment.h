@@ -30,7 +30,12 @@ struct ExperimentOptions {
   bool progress = true;  // progress lines on stderr
   bool cold = false;     // --cold: evict the model file from the page cache after loading, before the first step
   std::string prefetch = "none";  // --prefetch: none, next-layer, from:RUN_DIR (needs tracing)
-  std::string config_file;        // --config: the file's absolute path (run.json records it); empty: none
+  // --weight-budget SIZE (empty: weights used from the file mapping), --cache-policy, --direct-io
+  // (model/weight_store.h).
+  std::string weight_budget;
+  std::string cache_policy = "lru";  // lru, lfu, fifo, lru-2, least-stale, opt-from:RUN_DIR
+  bool direct_io = false;
+  std::string config_file;  // --config: the file's absolute path (run.json records it); empty: none
   nlohmann::json config = nlohmann::json::object();  // the values read from it, by key
   // When set and true, the run stops after the current step and finishes its run directory (run.json: interrupted).
   const std::atomic<bool>* stop = nullptr;

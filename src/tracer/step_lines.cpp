@@ -127,7 +127,8 @@ StepLines::StepLines(RunDirWriter& dir, const Tokenizer& tokenizer, int top_k, u
   reserve_touched(pending_, 2 * FlushSchedule::kFlushBytes);
 }
 
-void StepLines::on_step_end(const StepOutcome& o, int graph, uint64_t n_ops, uint64_t now_ns) {
+void StepLines::on_step_end(const StepOutcome& o, int graph, uint64_t n_ops, uint64_t now_ns,
+                            const WeightStepTotals* weights) {
   const std::span<const float> logits = o.logits;
   if (logits.empty()) fail("internal error: step {} has no logits to trace", o.step);
   const int k = std::min<int>(top_k_, static_cast<int>(logits.size()));
@@ -176,6 +177,7 @@ void StepLines::on_step_end(const StepOutcome& o, int graph, uint64_t n_ops, uin
       .field("entropy", land.entropy);
   if (std::any_of(o.routing.begin(), o.routing.end(), [](const LayerRouting& l) { return l.n_tokens() > 0; }))
     write_routing_field(j, o);
+  if (weights) weights->write(j);
   j.key("hidden_stats");
   readout_stats(o.hidden).write(j);
   j.key("logits_stats");

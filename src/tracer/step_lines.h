@@ -12,6 +12,7 @@
 #include "trace/json_line.h"
 #include "trace/run_dir.h"
 #include "tracer/flush.h"
+#include "tracer/weight_loads.h"
 
 namespace tt {
 
@@ -32,7 +33,8 @@ class StepLines {
   // top_k: tokens in each line's landscape (at least 1). Times in the line are relative to run_start_ns.
   StepLines(RunDirWriter& dir, const Tokenizer& tokenizer, int top_k, uint64_t run_start_ns);
   // The step's line, from its outcome (read here: the engine overwrites its logits in the next step).
-  void on_step_end(const StepOutcome& o, int graph, uint64_t n_ops, uint64_t now_ns);
+  // weights: the step's weight-cache totals under --weight-budget (else null).
+  void on_step_end(const StepOutcome& o, int graph, uint64_t n_ops, uint64_t now_ns, const WeightStepTotals* weights);
   // Writes what is left to the file.
   void finish();
 

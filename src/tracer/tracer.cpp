@@ -66,7 +66,9 @@ void Tracer::on_step_end(const StepOutcome& o) {
   const uint64_t now = now_ns();
   op_records_.on_step_end(o, values_, io_.get(), now);
   timeline_.on_step_end(static_cast<uint32_t>(o.step), *entry_, step_start_, op_records_.thread0_ns(), now);
-  step_lines_.on_step_end(o, entry_->id, graph_->nodes().size(), now);
+  std::optional<WeightStepTotals> weights;
+  if (weight_loads_) weights = weight_loads_->step_end(writer_, static_cast<uint32_t>(o.step));
+  step_lines_.on_step_end(o, entry_->id, graph_->nodes().size(), now, weights ? &*weights : nullptr);
   values_.check();
 }
 

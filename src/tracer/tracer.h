@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "exec/executor.h"
@@ -21,6 +22,7 @@
 #include "tracer/op_records.h"
 #include "tracer/step_lines.h"
 #include "tracer/value_check.h"
+#include "tracer/weight_loads.h"
 
 namespace tt {
 
@@ -53,6 +55,8 @@ class Tracer : public GenerateObserver {
   void on_step_end(const StepOutcome& outcome) override;
   // --prefetch: the prefetcher is told about each graph and each node start (not owned).
   void set_prefetcher(Prefetcher* p) { prefetcher_ = p; }
+  // --weight-budget: each step's weight accesses become WEIGHT_LOAD records and its line's weight_* fields.
+  void set_weight_store(WeightStore& s) { weight_loads_.emplace(s, t0_); }
 
   // Records the runtime buffers that exist before the first step (KV cache layers...).
   void record_static_buffer(const std::string& name, Pool pool, int buffer_id, uint64_t bytes) {
@@ -75,7 +79,8 @@ class Tracer : public GenerateObserver {
   ValueCheck values_;
   std::unique_ptr<IoProbe> io_;  // with --io-trace
   Prefetcher* prefetcher_ = nullptr;
-  const Graph* graph_ = nullptr;  // the running step's
+  std::optional<WeightLoadRecorder> weight_loads_;  // with --weight-budget
+  const Graph* graph_ = nullptr;                    // the running step's
   const GraphEntry* entry_ = nullptr;
   int32_t step_ = 0;
   Phase phase_ = Phase::PROMPT;

@@ -1,0 +1,40 @@
+#include "tracer/weight_loads.h"
+
+namespace tt {
+
+void WeightStepTotals::write(JsonLine& j) const {
+  j.field("weight_hits", hits)
+      .field("weight_misses", misses)
+      .field("weight_bytes_read", bytes_read)
+      .field("weight_stall_ns", stall_ns);
+}
+
+WeightStepTotals WeightLoadRecorder::step_end(trace::TraceWriter& writer, uint32_t step) {
+  store_.take_accesses(accesses_);
+  WeightStepTotals totals;
+  trace::WeightLoadRecord r;
+  r.step = step;
+  for (const WeightAccess& a : accesses_) {
+    const WeightStore::Unit& u = store_.units()[a.unit];
+    r.node = a.node;
+    r.tensor = u.tensor->name;
+    r.expert = u.expert;
+    r.offset = u.file_offset;
+    r.bytes = u.bytes;
+    r.start_ns = a.start_ns - t0_;
+    r.end_ns = a.end_ns - t0_;
+    r.wait_ns = a.end_ns - a.start_ns;
+    r.hit = a.hit;
+    writer.weight_load(r, writer.intern(r.tensor));
+    if (a.hit) {
+      ++totals.hits;
+    } else {
+      ++totals.misses;
+      totals.bytes_read += u.bytes;
+      totals.stall_ns += r.wait_ns;
+    }
+  }
+  return totals;
+}
+
+}  // namespace tt

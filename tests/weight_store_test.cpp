@@ -1,0 +1,227 @@
+// `run --weight-budget`: the weight store serves the weights from storage through a cache of a fixed size. The
+// numbers must not change (logits bit for bit), the hits must be the replay's of the same accesses, the resident set
+// stays within the budget, and bad budgets and failed reads stop the run with what was wrong.
+#include "model/weight_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "cache/policy_cache.h"
+#include "core/error.h"
+#include "model/engine.h"
+#include "support/paths.h"
+#include "tokenizer/tokenizer.h"
+#include "trace/trace_file.h"
+
+namespace tt {
+namespace {
+
+WeightStoreOptions opts(const std::string& budget, cache::Policy policy) {
+  WeightStoreOptions o;
+  o.budget = budget;
+  o.policy = policy;
+  return o;
+}
+
+// The logits of the prompt step and of n greedy steps after it.
+std::vector<std::vector<float>> greedy_logits(const Model& model, WeightStore* store, int n, int threads = 2) {
+  Engine engine(model, {0, threads});
+  if (store) engine.set_residency(store);
+  std::vector<int32_t> tokens = model.tokenizer->encode("Once upon a time", true);
+  std::vector<std::vector<float>> out;
+  std::span<const float> logits = engine.eval(tokens);
+  for (int i = 0;; ++i) {
+    out.emplace_back(logits.begin(), logits.end());
+    if (i == n) break;
+    const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    logits = engine.eval(std::span(&next, 1));
+  }
+  return out;
+}
+
+void expect_same_logits(const std::string& path, const std::string& budget, cache::Policy policy) {
+  const auto plain = greedy_logits(*load_model(path), nullptr, 6);
+  auto model = load_model(path);
+  WeightStore store(*model, opts(budget, policy));
+  const auto budgeted = greedy_logits(*model, &store, 6);
+  ASSERT_EQ(plain.size(), budgeted.size());
+  for (size_t s = 0; s < plain.size(); ++s)
+    EXPECT_EQ(std::memcmp(plain[s].data(), budgeted[s].data(), plain[s].size() * sizeof(float)), 0)
+        << path << " step " << s << " under " << cache::policy_name(policy) << " " << budget;
+  EXPECT_GT(store.totals().misses, 0u) << path;
+}
+
+TEST(WeightStore, DenseLogitsBitIdenticalUnderHalfBudget) {
+  for (cache::Policy p : {cache::Policy::LRU, cache::Policy::LFU, cache::Policy::LEAST_STALE})
+    expect_same_logits(test::repo_path("models/stories260K.gguf"), "50%", p);
+  {
+    // Half the weights of a dense model, whose every step reads them all: units come and go.
+    auto model = load_model(test::repo_path("models/stories260K.gguf"));
+    WeightStore store(*model, opts("50%", cache::Policy::LRU));
+    greedy_logits(*model, &store, 3);
+    EXPECT_GT(store.totals().misses, store.units().size());
+    EXPECT_GT(store.totals().evictions, 0u);
+  }
+  expect_same_logits(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"), "50%", cache::Policy::LRU);
+}
+
+TEST(WeightStore, MoeLogitsBitIdenticalUnderHalfBudget) {
+  TT_REQUIRE_SHARED();
+  const std::string path = test::shared_path("models/synth-qwen3moe-256.Q4_K_M.gguf");
+  expect_same_logits(path, "50%", cache::Policy::LRU);
+  // Expert tensors are laid out a slab per expert, page-aligned.
+  auto model = load_model(path);
+  WeightStore store(*model, opts("50%", cache::Policy::LRU));
+  const Tensor& w = *model->weights.layers[0].ffn_up_exps;
+  EXPECT_EQ(w.expert_stride % 4096, 0u);
+  EXPECT_GE(w.expert_stride, w.row_size() * static_cast<uint64_t>(w.ne[1]));
+  EXPECT_GE(store.find_unit(w.name, static_cast<int32_t>(w.ne[2] - 1)), 0);
+}
+
+// The hits the run measured are the replay's of its own accesses through the same policy and capacity.
+TEST(WeightStore, MeasuredHitsEqualTheReplay) {
+  for (cache::Policy p : {cache::Policy::LRU, cache::Policy::LFU, cache::Policy::FIFO, cache::Policy::LEAST_STALE}) {
+    uint64_t all_hits = 0;  // a cyclic stream under LRU hits nothing below the whole: some budgets must hit
+    for (const char* budget : {"40%", "70%", "100%"}) {
+      auto model = load_model(test::repo_path("models/stories260K.gguf"));
+      WeightStore store(*model, opts(budget, p));
+      store.keep_accesses();
+      greedy_logits(*model, &store, 8);
+      std::vector<WeightAccess> acc;
+      store.take_accesses(acc);
+      ASSERT_EQ(acc.size(), store.totals().accesses);
+      std::vector<cache::Access> stream;
+      std::vector<uint64_t> group;
+      uint32_t step = 0;
+      for (size_t i = 0; i < acc.size(); ++i) {
+        const WeightStore::Unit& u = store.units()[acc[i].unit];
+        if (i > 0 && acc[i].node < acc[i - 1].node) ++step;  // node indexes start again at a new step
+        stream.push_back({acc[i].unit, u.region_bytes, u.phase, false});
+        group.push_back(static_cast<uint64_t>(step) << 32 | acc[i].node);
+      }
+      cache::PolicyCache sim(p, store.budget(), store.n_phases());
+      const std::vector<bool> hits = cache::replay_pinned(sim, stream, group);
+      uint64_t n_hits = 0;
+      for (size_t i = 0; i < acc.size(); ++i) {
+        EXPECT_EQ(hits[i], acc[i].hit) << cache::policy_name(p) << " " << budget << " access " << i;
+        n_hits += hits[i];
+      }
+      EXPECT_EQ(n_hits, store.totals().hits) << cache::policy_name(p) << " " << budget;
+      all_hits += n_hits;
+    }
+    EXPECT_GT(all_hits, 0u) << cache::policy_name(p);
+  }
+}
+
+TEST(WeightStore, ResidentSetWithinBudget) {
+  auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"));
+  WeightStore store(*model, opts("60%", cache::Policy::LRU));
+  Engine engine(*model, {0, 2});
+  engine.set_residency(&store);
+  std::vector<int32_t> tokens = model->tokenizer->encode("Once upon a time", true);
+  engine.eval(tokens);
+  for (int i = 0; i < 4; ++i) {
+    // The kernel's count of the region's pages (mincore), not the cache's bookkeeping.
+    EXPECT_LE(store.measured_resident_bytes(), store.budget()) << "step " << i;
+    EXPECT_GT(store.measured_resident_bytes(), 0u);
+    const int32_t t = 1;
+    engine.eval(std::span(&t, 1));
+  }
+  EXPECT_LE(store.totals().peak_resident_bytes, store.budget());
+}
+
+TEST(WeightStore, BudgetBelowOneNodeIsRefusedWithTheNumberNeeded) {
+  auto model = load_model(test::repo_path("models/stories260K.gguf"));
+  WeightStore store(*model, opts("4K", cache::Policy::LRU));
+  try {
+    store.require(4);
+    FAIL() << "a 4 KiB budget was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("give at least"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("4K"), std::string::npos) << e.what();
+  }
+  for (const char* bad : {"", "abc", "0", "0%", "150%", "-5", "12Q", "%"})
+    EXPECT_THROW(WeightStore(*model, opts(bad, cache::Policy::LRU)), Error) << "'" << bad << "'";
+}
+
+TEST(WeightStore, TruncatedFileStopsTheRunNamingTheOffset) {
+  test::TempDir dir;
+  const auto copy = dir.path / "cut.gguf";
+  std::filesystem::copy_file(test::repo_path("models/stories260K.gguf"), copy);
+  auto model = load_model(copy.string());
+  WeightStore store(*model, opts("50%", cache::Policy::LRU));
+  // Cut inside the last unit of the file: its read comes up short.
+  const WeightStore::Unit* last = &store.units().front();
+  for (const WeightStore::Unit& u : store.units())
+    if (u.file_offset > last->file_offset) last = &u;
+  std::filesystem::resize_file(copy, last->file_offset + 10);
+  try {
+    greedy_logits(*model, &store, 2);
+    FAIL() << "the run went on past a truncated file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("file offset {}", last->file_offset + 10)), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tt
+
+namespace tt {
+namespace {
+
+// WEIGHT_LOAD records round-trip; a record of the wrong length or with unknown flags names the problem.
+TEST(WeightStore, WeightLoadRecordsRoundTrip) {
+  test::TempDir dir;
+  const std::string path = (dir.path / "trace.bin").string();
+  trace::WeightLoadRecord a{3, 17, "blk.1.ffn_up_exps.weight", 5, 123456, 4096, 100, 250, 150, false, false};
+  trace::WeightLoadRecord b{3, 18, "output.weight", -1, 999, 64, 300, 300, 0, true, false};
+  {
+    trace::TraceWriter w(path);
+    w.weight_load(a, w.intern(a.tensor));
+    w.weight_load(b, w.intern(b.tensor));
+    w.flush();
+  }
+  const trace::TraceContents t = trace::read_trace(path);
+  ASSERT_EQ(t.weight_loads.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const trace::WeightLoadRecord &x = t.weight_loads[i], &y = i == 0 ? a : b;
+    EXPECT_EQ(x.step, y.step);
+    EXPECT_EQ(x.node, y.node);
+    EXPECT_EQ(x.tensor, y.tensor);
+    EXPECT_EQ(x.expert, y.expert);
+    EXPECT_EQ(x.offset, y.offset);
+    EXPECT_EQ(x.bytes, y.bytes);
+    EXPECT_EQ(x.start_ns, y.start_ns);
+    EXPECT_EQ(x.end_ns, y.end_ns);
+    EXPECT_EQ(x.wait_ns, y.wait_ns);
+    EXPECT_EQ(x.hit, y.hit);
+  }
+  // Flags past hit | prefetch: the last byte of the last record, then the block resealed.
+  std::vector<uint8_t> bytes(std::filesystem::file_size(path));
+  {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    ASSERT_EQ(std::fread(bytes.data(), 1, bytes.size(), f), bytes.size());
+    std::fclose(f);
+  }
+  bytes.back() = 9;
+  trace::reseal_blocks(bytes);
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  try {
+    trace::read_trace(path);
+    FAIL() << "flags 9 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("WEIGHT_LOAD record with flags 9"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tt
