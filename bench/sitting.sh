@@ -51,7 +51,8 @@ for ((r = 1; r <= rounds; ++r)); do
       awk -F'|' -v n="$name" '$(NF-2) ~ /pp|tg/ { gsub(/ /, "", $(NF-2)); split($(NF-1), a, "±"); print n, "tt_" $(NF-2), a[1]+0 }' \
         >>"$log/figures"
     if [ $have_oracle = 1 ]; then
-      (cd "$oracle" && node bench.mjs "$OLDPWD/$m" -p 128 -t 2 -r 3 2>/dev/null) |
+      abs=$(realpath "$m")
+      (cd "$oracle" && node bench.mjs "$abs" -p 128 -t 2 -r 3 2>/dev/null) |
         awk -F'|' -v n="$name" '$(NF-2) ~ /pp/ { split($(NF-1), a, "±"); print n, "llama_pp128", a[1]+0 }' \
           >>"$log/figures"
     fi
