@@ -217,5 +217,27 @@ TEST_F(GgufWriterTest, RewritingBundledModelsIsIdentity) {
   expect_rewrite_identical(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"), path("tinyllama.gguf"));
 }
 
+// An expert tensor claiming more experts than a layer may have (here with no bytes at all: a dimension of 0) is
+// refused by the memory map and `inspect`, which list a range per expert, instead of listing millions.
+TEST_F(GgufWriterTest, ExpertSlabsAboveTheLimitAreRefused) {
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_tensor("blk.0.ffn_up_exps.weight", GgmlType::F32, {32, 0, 100000000}, {});
+  w.add_tensor("blk.1.ffn_up_exps.weight", GgmlType::F32, {32, 1, 8}, iota_bytes(32 * 8 * 4));
+  w.write(path("experts.gguf"));
+  auto f = GgufFile::open(path("experts.gguf"));
+  try {
+    memory_map_json(*f);
+    ADD_FAILURE() << "mapped";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.0.ffn_up_exps.weight: 100000000 experts, above the 512"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::optional<ExpertSlabs> ok = expert_slabs(*f->find_tensor("blk.1.ffn_up_exps.weight"));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->count, 8);
+}
+
 }  // namespace
 }  // namespace tt

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <filesystem>
 
+#include "core/error.h"
+
 namespace tt {
 namespace {
 
@@ -82,6 +84,8 @@ TensorRole tensor_role(std::string_view name) {
 
 std::optional<ExpertSlabs> expert_slabs(const GgufTensorInfo& t) {
   if (t.ne[2] <= 1 || t.ne[3] != 1 || !tensor_role(t.name).component.ends_with("_exps")) return std::nullopt;
+  if (t.ne[2] > kMaxExperts)
+    fail("{}: {} experts, above the {} a layer may have (llama.cpp's limit)", t.name, t.ne[2], kMaxExperts);
   return ExpertSlabs{t.ne[2], t.size_bytes / static_cast<uint64_t>(t.ne[2]), t.offset};
 }
 

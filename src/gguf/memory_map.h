@@ -32,7 +32,8 @@ struct ExpertSlabs {
   uint64_t begin(int64_t e) const { return first + static_cast<uint64_t>(e) * bytes_per_expert; }
   uint64_t first = 0;  // absolute file offset of expert 0
 };
-// The slabs of an expert tensor, nullopt for other tensors (not 3-D, or not named *_exps).
+// The slabs of an expert tensor, nullopt for other tensors (not 3-D, or not named *_exps); throws tt::Error for more
+// than kMaxExperts.
 std::optional<ExpertSlabs> expert_slabs(const GgufTensorInfo& t);
 
 // The documented memory-map JSON (docs/memory-map.md).
