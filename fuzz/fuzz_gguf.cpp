@@ -22,9 +22,12 @@ void ignore_error(F&& f) {
 }
 
 void exercise(const tt::GgufFile& f) {
-  nlohmann::json map = tt::memory_map_json(f);
-  std::string text = map.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
-  size_t total = text.size();
+  size_t total = 0;
+  // A file can parse and still be refused by the memory map (an expert tensor of more experts than a layer may have).
+  ignore_error([&] {
+    const nlohmann::json map = tt::memory_map_json(f);
+    total += map.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+  });
   for (const tt::GgufKv& kv : f.kvs()) {
     total += kv.value.to_string().size() + kv.value.to_string(0).size();
     ignore_error([&] { total += f.get_string(kv.key).value_or("").size(); });
