@@ -227,6 +227,39 @@ TEST(ThreadPool, RoundTripIsMeasuredBetweenTwoThreads) {
   EXPECT_EQ(one.round_trip_ns(200), 0.0);
 }
 
+// A job that throws on any one thread ends on every thread: the others leave their barriers instead of waiting for
+// it, run() rethrows the first error once all have stopped, and the pool runs the next job normally.
+TEST(ThreadPool, AnErrorOnOneThreadEndsTheJobOnEveryThread) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int thrower = 0; thrower < threads; ++thrower) {
+      std::atomic<int> finished{0};
+      try {
+        pool.run([&](int ith) {
+          for (int b = 0; b < 8; ++b) {
+            if (ith == thrower && b == 3) throw std::runtime_error("thread " + std::to_string(ith) + " failed");
+            pool.barrier();
+          }
+          finished.fetch_add(1);
+        });
+        ADD_FAILURE() << "run() returned normally";
+      } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()), "thread " + std::to_string(thrower) + " failed");
+      }
+      EXPECT_EQ(finished.load(), 0) << threads << " threads: a thread passed every barrier of a failed job";
+      // The next job's barriers hold again: every thread sees every other's write before the barrier.
+      std::vector<int> seen(threads * threads, -1);
+      std::vector<std::atomic<int>> marks(threads);
+      pool.run([&](int ith) {
+        marks[ith].store(ith + 1);
+        pool.barrier();
+        for (int t = 0; t < threads; ++t) seen[ith * threads + t] = marks[t].load();
+      });
+      for (int i = 0; i < threads * threads; ++i) EXPECT_EQ(seen[i], i % threads + 1) << threads << " threads";
+    }
+  }
+}
+
 // Spans of every node and thread, pre-filled with a marker the executor must overwrite.
 struct SpanRecorder : ExecObserver {
   std::vector<std::vector<WorkerSpan>> slots;
@@ -295,6 +328,53 @@ TEST(Executor, SmallNodesRunOnThreadZeroAndResultsMatchOneThread) {
       }
     }
   }
+}
+
+// An error raised mid-graph by the observer, on thread 0 before a split node or on a worker at its share, stops the
+// run with that error (before, the other threads waited at the next barrier forever); the same graph then runs
+// again to the same result as one thread.
+TEST(Executor, AnErrorMidGraphStopsEveryThread) {
+  struct Failing : SpanRecorder {
+    int node, thread;
+    Failing(int threads, size_t nodes, int node, int thread)
+        : SpanRecorder(threads, nodes), node(node), thread(thread) {}
+    bool wants_node_begin() const override { return true; }
+    void on_node_begin(int i, const Node&) override {
+      if (thread == 0 && i == node) throw std::runtime_error("node begin failed");
+    }
+    void on_worker_begin(int t, int i) override {
+      if (t == thread && thread != 0 && i == node) throw std::runtime_error("worker begin failed");
+    }
+  };
+  constexpr int64_t K = 64, N = 64, M = 2;
+  std::vector<float> wv(K * N), xv(K * M);
+  for (int64_t i = 0; i < K * N; ++i) wv[i] = static_cast<float>((i * 29) % 31) / 16 - 1;
+  for (int64_t i = 0; i < K * M; ++i) xv[i] = static_cast<float>((i * 7) % 13) / 4 - 1.5f;
+  auto build = [&](OpHarness& h) {
+    Tensor* w = h.leaf("w", {K, N}, wv);
+    Tensor* cur = h.leaf("x", {K, M}, xv);
+    for (int i = 0; i < 4; ++i) cur = h.b.rms_norm(h.b.mul_mat(w, cur, "mm" + std::to_string(i)), 1e-5f, "n");
+    return cur;
+  };
+  OpHarness alone;
+  const Tensor* out1 = build(alone);
+  alone.run({out1}, 1);
+  for (int threads : {2, 3})
+    for (int thread : {0, 1}) {
+      OpHarness h;
+      const Tensor* out = build(h);
+      const int node = static_cast<int>(h.g.nodes().size()) / 2;
+      Failing failing(threads, h.g.nodes().size(), node, thread);
+      try {
+        h.run({out}, threads, 0, &failing);
+        ADD_FAILURE() << threads << " threads, thread " << thread << ": no error";
+      } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()), thread == 0 ? "node begin failed" : "worker begin failed");
+      }
+      SpanRecorder rec(threads, h.g.nodes().size());
+      h.run({out}, threads, 0, &rec);
+      EXPECT_EQ(values(out), values(out1)) << threads << " threads";
+    }
 }
 
 TEST(Ops, RopeNormalAndNeox) {

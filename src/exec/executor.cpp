@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
 
 #include "exec/thread_pool.h"
 #include "graph/builder.h"
@@ -53,10 +52,6 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
   if (residency_) residency_->check(g);
   chunk_counters_[0].store(0, std::memory_order_relaxed);
   chunk_counters_[1].store(0, std::memory_order_relaxed);
-  // A node's weights that cannot be made resident stop the run: thread 0 sets `failed` before the barrier the others
-  // next pass, from which every thread skips the remaining nodes (still meeting at the same barriers); then it throws.
-  std::atomic<bool> failed{false};
-  std::exception_ptr failure;
   auto job = [&](int ith) {
     WorkerSpan* spans = observer ? observer->span_slots(ith) : nullptr;
     int64_t executed = 0;                // split nodes run so far: the same count on every thread
@@ -90,13 +85,8 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
         ctx.chunk_counter = split ? &chunk_counters_[executed % 2] : nullptr;
         ctx.input_converted = input_converted;
         ctx.llamacpp_build = g.llamacpp_build;
-        if (resident && ith == 0 && !failed.load(std::memory_order_relaxed)) {
-          try {
-            residency_->acquire(i, n);
-          } catch (...) {
-            failure = std::current_exception();
-            failed.store(true, std::memory_order_relaxed);
-          }
+        if (resident && ith == 0) {
+          residency_->acquire(i, n);
           tick_fresh = false;
         }
 #if TT_TRACE_HOOKS
@@ -110,7 +100,7 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
           tick_fresh = false;
         }
         const uint64_t t0 = !spans ? 0 : tick_fresh ? last_tick : tick_count();
-        if (!failed.load(std::memory_order_relaxed)) compute_node(n, ctx);
+        compute_node(n, ctx);
         if (spans) {
           last_tick = tick_count(), tick_fresh = true;
           spans[i] = {t0, last_tick};
@@ -121,7 +111,7 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
         }
 #else
         if (resident && split) pool_.barrier();
-        if (!failed.load(std::memory_order_relaxed)) compute_node(n, ctx);
+        compute_node(n, ctx);
 #endif
       }
       if (split) {
@@ -139,11 +129,12 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
         tick_fresh = false;
       }
       // Every thread is done with the node: after its barrier, or it ran on thread 0 alone.
-      if (resident && ith == 0 && !failed.load(std::memory_order_relaxed)) residency_->release(i, n);
+      if (resident && ith == 0) residency_->release(i, n);
     }
   };
+  // An error on any thread (a node's weights that cannot be made resident, a kernel's check, the observer) ends
+  // the job on every thread and is rethrown here (ThreadPool::run).
   pool_.run(job);
-  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace tt

@@ -24,6 +24,9 @@ inline void wait_until(Pred done) {
   }
 }
 
+// What barrier() throws on the threads that did not fail (run() rethrows the first error, never this).
+struct JobFailed {};
+
 // How long an idle worker spins for the next job before sleeping: generation steps come back-to-back, and
 // waking a sleeping thread costs tens of microseconds.
 constexpr int kSpinsBeforeSleep = 200000;
@@ -52,6 +55,10 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
+  // No thread is in a barrier between jobs: a failed job's arrivals are forgotten here.
+  barrier_count_.store(0, std::memory_order_relaxed);
+  failed_.store(false, std::memory_order_relaxed);
+  error_ = nullptr;
   job_ = &fn;
   job_remaining_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
@@ -59,9 +66,20 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     job_generation_.fetch_add(1, std::memory_order_release);
   }
   if (sleeping_.load(std::memory_order_acquire) > 0) wake_.notify_all();
-  fn(0);
+  run_share(0);
   wait_until([&] { return job_remaining_.load(std::memory_order_acquire) == 0; });
   job_ = nullptr;
+  if (failed()) std::rethrow_exception(error_);
+}
+
+void ThreadPool::run_share(int ith) {
+  try {
+    (*job_)(ith);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+    failed_.store(true, std::memory_order_release);
+  }
 }
 
 void ThreadPool::worker_loop(int ith) {
@@ -82,7 +100,7 @@ void ThreadPool::worker_loop(int ith) {
     }
     seen = gen;
     if (stop_.load()) return;
-    (*job_)(ith);
+    run_share(ith);
     job_remaining_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -95,7 +113,8 @@ void ThreadPool::barrier() {
     barrier_phase_.fetch_add(1, std::memory_order_release);
     return;
   }
-  wait_until([&] { return barrier_phase_.load(std::memory_order_acquire) != phase; });
+  wait_until([&] { return barrier_phase_.load(std::memory_order_acquire) != phase || failed(); });
+  if (barrier_phase_.load(std::memory_order_acquire) == phase) throw JobFailed{};
 }
 
 double ThreadPool::round_trip_ns(int round_trips) {

@@ -1,11 +1,14 @@
 // A persistent pool of worker threads. run(fn) executes fn(ith) on every thread (the caller is thread 0) and
 // returns when all have finished; inside fn, barrier() synchronises all threads. No allocation, locking or
-// thread creation per op: workers spin briefly between jobs, then sleep.
+// thread creation per op: workers spin briefly between jobs, then sleep. An exception thrown by fn on any thread
+// ends the job on all of them: their barrier() calls throw from then on, so they leave fn too (they would otherwise
+// wait for the failed thread forever), and run() rethrows the first error once every thread has left fn.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -22,6 +25,7 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
   void run(const std::function<void(int ith)>& fn);
+  // Waits for every thread; throws (ending the caller's share) once fn has thrown on another thread.
   void barrier();
   // Small integer id of the calling thread within the pool (0 for the caller of run()).
   static int current_thread();
@@ -32,6 +36,8 @@ class ThreadPool {
 
  private:
   void worker_loop(int ith);
+  void run_share(int ith);  // fn(ith), recording its exception
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -39,6 +45,8 @@ class ThreadPool {
   std::atomic<uint64_t> job_generation_{0};
   std::atomic<int> job_remaining_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;  // the first one, under mutex_
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<int> sleeping_{0};
