@@ -116,11 +116,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const char* path :
          {"/api/runs", "/api/runs/0", "/api/runs/0/memory-map", "/api/runs/0/steps", "/api/runs/0/ops",
           "/api/runs/0/spans", "/api/runs/0/graph", "/api/runs/0/buffers", "/api/runs/0/heatmap", "/api/runs/0/summary",
-          "/api/runs/0/routing", "/api/runs/0/expert-cache"})
+          "/api/runs/0/routing", "/api/runs/0/expert-cache", "/api/runs/0/weight-cache"})
       get(path, {});
     get("/api/runs/0/expert-cache", {{"scope", "per-layer"}, {"prefetch", "previous-token"}, {"sizes", "3slots,1%"}});
     get("/api/runs/0/heatmap", {{"cumulative", "0"}, {"step", "1"}});
     get("/api/runs/0/ops", {{"step", "1"}});
+    get("/api/runs/0/weight-cache", {{"step", "1"}, {"t0", "5"}, {"t1", "9e9"}, {"offset", "1"}, {"px", "3"}});
   });
   return 0;
 }

@@ -43,7 +43,7 @@ std::optional<WeightCacheSection> weight_cache_section(const RunData& run) {
   }
   cache::PolicyCache c(*policy, s.capacity, n_phases,
                        *policy == cache::Policy::OPT ? cache::next_use(stream) : std::vector<size_t>{});
-  const std::vector<bool> hits = cache::replay_pinned(c, stream, group);
+  const std::vector<bool> hits = cache::replay_pinned(c, stream, group, &s.resident_after);
   for (size_t i = 0; i < hits.size(); ++i) {
     if (hits[i])
       ++s.simulated_hits;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "trace/run_data.h"
 
@@ -18,6 +19,9 @@ struct WeightCacheSection {
   uint64_t measured_bytes_read = 0, simulated_bytes_read = 0;
   uint64_t stall_ns = 0;
   double read_bytes_per_s = 0;
+  // Per WEIGHT_LOAD record, the replay's resident bytes (page-rounded units, as the budget counts them) once that
+  // access was served: the cache's occupancy over the run (the run's own cache without prefetch, where they agree).
+  std::vector<uint64_t> resident_after;
   double hit_rate(uint64_t hits) const { return accesses ? static_cast<double>(hits) / accesses : 0.0; }
 };
 

@@ -177,9 +177,10 @@ const Outcome& PolicyCache::access(const Access& a) {
 }
 
 std::vector<bool> replay_pinned(PolicyCache& cache, const std::vector<Access>& stream,
-                                const std::vector<uint64_t>& group) {
+                                const std::vector<uint64_t>& group, std::vector<uint64_t>* used_after) {
   TT_CHECK(stream.size() == group.size(), "{} accesses, {} groups", stream.size(), group.size());
   std::vector<bool> hits(stream.size());
+  if (used_after) used_after->assign(stream.size(), 0);
   std::vector<uint64_t> pinned;
   for (size_t i = 0; i < stream.size(); ++i) {
     if (i > 0 && group[i] != group[i - 1]) {
@@ -187,6 +188,7 @@ std::vector<bool> replay_pinned(PolicyCache& cache, const std::vector<Access>& s
       pinned.clear();
     }
     hits[i] = cache.access(stream[i]).hit;
+    if (used_after) (*used_after)[i] = cache.used_bytes();
     cache.pin(stream[i].key);
     pinned.push_back(stream[i].key);
   }

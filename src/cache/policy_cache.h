@@ -114,9 +114,10 @@ class PolicyCache {
 
 // Replays demand accesses made the weight store's way (model/weight_store.h): one op's units in turn, each pinned
 // from its access until the op ends. group[i] names the op of access i (consecutive equal values: one op). Returns
-// per access whether it hit: a run's own load records replayed so give its hits exactly.
+// per access whether it hit: a run's own load records replayed so give its hits exactly. used_after (when given)
+// gets per access the cache's resident bytes once that access was served (its evictions and load done).
 std::vector<bool> replay_pinned(PolicyCache& cache, const std::vector<Access>& stream,
-                                const std::vector<uint64_t>& group);
+                                const std::vector<uint64_t>& group, std::vector<uint64_t>* used_after = nullptr);
 
 // "256K", "1M", "64M", "2G", "4096" -> bytes (K/M/G are binary). Throws tt::Error.
 uint64_t parse_size(const std::string& text);

@@ -86,6 +86,27 @@ void add_range(std::vector<double>& acc, double start, double width, uint64_t a,
   acc[i1] += (f1 - static_cast<double>(i1)) * width * mult;
 }
 
+// A step function (values[k] from times[k] on, times sorted; 0 before the first) reduced to its highest value in each
+// of px buckets of width w from t0, the value carried into a bucket from before it included.
+template <class T>
+std::vector<T> max_per_bucket(const std::vector<uint64_t>& times, const std::vector<T>& values, double t0, double w,
+                              int64_t px) {
+  std::vector<T> out(px);
+  size_t k = std::upper_bound(times.begin(), times.end(), t0) - times.begin();
+  T current = k > 0 ? values[k - 1] : T{0};
+  for (int64_t i = 0; i < px; ++i) {
+    const double end = t0 + static_cast<double>(i + 1) * w;
+    T m = current;
+    while (k < times.size() && static_cast<double>(times[k]) < end) {
+      current = values[k];
+      m = std::max(m, current);
+      ++k;
+    }
+    out[i] = m;
+  }
+  return out;
+}
+
 json rounded(const std::vector<double>& v, double width) {
   json a = json::array();
   for (double x : v) {
@@ -109,6 +130,7 @@ ServedRun::ServedRun(const std::string& dir) : dir_(dir), run_(load_run(dir)) {
     complete_ = false;
     if (stop_reason_.empty()) stop_reason_ = "the run did not finish (no run.json: killed or still running)";
   }
+  load_weight_cache();
   lower_names_.reserve(ops_.size());
   for (const trace::OpRecord& o : ops_) lower_names_.push_back(ascii_lower(o.name));
   summary_ = compute_summary();
@@ -189,6 +211,35 @@ void ServedRun::load_buffers() {
   }
 }
 
+void ServedRun::load_weight_cache() {
+  // A weight_cache run.json does not hold as written is answered by the route alone: the other views still work.
+  try {
+    weight_cache_ = analysis::weight_cache_section(run_);
+    if (!weight_cache_) return;
+    const json& w = run_.run["weight_cache"];
+    budget_ = w.value("budget", "");
+    direct_io_ = w.value("direct_io", false);
+  } catch (const Error& e) {
+    weight_cache_error_ = e.what();
+  } catch (const json::exception& e) {
+    weight_cache_error_ = fmt::format("{}: run.json's weight_cache is malformed ({})", dir_, e.what());
+  }
+  if (!weight_cache_error_.empty()) {
+    weight_cache_.reset();
+    return;
+  }
+  const std::vector<trace::WeightLoadRecord>& loads = run_.trace.weight_loads;
+  const std::vector<uint64_t>& after = weight_cache_->resident_after;
+  std::vector<size_t> by_end(loads.size());
+  for (size_t i = 0; i < by_end.size(); ++i) by_end[i] = i;
+  std::stable_sort(by_end.begin(), by_end.end(), [&](size_t a, size_t b) { return loads[a].end_ns < loads[b].end_ns; });
+  for (size_t i : by_end) {
+    resident_t_.push_back(loads[i].end_ns);
+    resident_bytes_.push_back(after[i]);
+    peak_resident_ = std::max(peak_resident_, after[i]);
+  }
+}
+
 json ServedRun::summary_entry(size_t index) const {
   return {{"index", index},
           {"dir", dir_},
@@ -216,7 +267,8 @@ json ServedRun::run_json() const {
                   {"graphs", run_.graphs.size()},
                   {"buffers", buffers},
                   {"file_size", run_.file_size.value_or(0)},
-                  {"routed", !run_.trace.routing.empty()}};
+                  {"routed", !run_.trace.routing.empty()},
+                  {"weight_budget", weight_cache_.has_value() || !weight_cache_error_.empty()}};
   json times = json::array();
   for (size_t st = 0; st < n_steps(); ++st) {
     if (st < markers_.size()) {
@@ -528,6 +580,85 @@ json ServedRun::spans(const Params& p) const {
   return r;
 }
 
+json ServedRun::weight_cache(const Params& p) const {
+  if (!weight_cache_error_.empty()) bad(422, weight_cache_error_);
+  if (!weight_cache_) bad(404, "the run has no weight budget (not a run --weight-budget run)");
+  const std::vector<trace::WeightLoadRecord>& loads = run_.trace.weight_loads;
+  const int64_t n = static_cast<int64_t>(loads.size());
+  const double t0 = get_num(p, "t0", 0, 0, 1e19);
+  const double t1 = get_num(p, "t1", static_cast<double>(std::max<uint64_t>(t_end_ns_, 1)), 0, 1e19);
+  if (t1 <= t0) bad(400, "parameter 't1' must be greater than 't0'");
+  const int64_t px = get_int(p, "px", 800, 1, 20000);
+  const std::optional<uint32_t> step = has(p, "step") ? std::optional(parse_step(p, "step", 0)) : std::nullopt;
+  const int64_t offset = get_int(p, "offset", 0, 0, n);
+  const int64_t limit = get_int(p, "limit", 1000, 0, 5000);
+
+  // The loads of the step (or all) whose read overlaps the window, one page of them.
+  const std::vector<uint64_t>& after = weight_cache_->resident_after;
+  json rows = json::array();
+  int64_t total = 0;
+  for (size_t i = 0; i < loads.size(); ++i) {
+    const trace::WeightLoadRecord& l = loads[i];
+    if ((step && l.step != *step) || static_cast<double>(l.end_ns) < t0 || static_cast<double>(l.start_ns) > t1)
+      continue;
+    if (total >= offset && total < offset + limit)
+      rows.push_back({i, l.step, l.node, l.tensor, l.expert, l.offset, l.bytes, l.start_ns, l.end_ns, l.wait_ns, l.hit,
+                      l.prefetch, after[i]});
+    ++total;
+  }
+  // Per step, as steps.jsonl counts them (tracer/weight_loads.h): a miss reads its bytes and its node waits.
+  struct StepTotals {
+    uint64_t hits = 0, misses = 0, prefetches = 0, bytes_read = 0, stall_ns = 0;
+  };
+  std::vector<StepTotals> per_step(n_steps());
+  StepTotals all;
+  for (const trace::WeightLoadRecord& l : loads)
+    for (StepTotals* t : {&per_step[l.step], &all}) {
+      t->prefetches += l.prefetch;
+      if (l.hit) {
+        ++t->hits;
+      } else {
+        ++t->misses;
+        t->bytes_read += l.bytes;
+        t->stall_ns += l.wait_ns;
+      }
+    }
+  json steps = json::array();
+  for (size_t s = 0; s < per_step.size(); ++s) {
+    const StepTotals& t = per_step[s];
+    steps.push_back({{"step", s},
+                     {"hits", t.hits},
+                     {"misses", t.misses},
+                     {"prefetches", t.prefetches},
+                     {"bytes_read", t.bytes_read},
+                     {"stall_ns", t.stall_ns}});
+  }
+  return {{"budget", budget_},
+          {"budget_bytes", weight_cache_->capacity},
+          {"policy", weight_cache_->policy},
+          {"direct_io", direct_io_},
+          {"totals",
+           {{"accesses", n},
+            {"hits", all.hits},
+            {"misses", all.misses},
+            {"prefetches", all.prefetches},
+            {"bytes_read", all.bytes_read},
+            {"stall_ns", all.stall_ns},
+            {"read_bytes_per_s", weight_cache_->read_bytes_per_s},
+            {"peak_resident_bytes", peak_resident_}}},
+          {"t0", t0},
+          {"t1", t1},
+          {"px", px},
+          {"occupancy", max_per_bucket(resident_t_, resident_bytes_, t0, (t1 - t0) / static_cast<double>(px), px)},
+          {"total", total},
+          {"offset", offset},
+          {"loads_columns",
+           {"i", "step", "node", "tensor", "expert", "offset", "bytes", "start_ns", "end_ns", "wait_ns", "hit",
+            "prefetch", "resident_bytes"}},
+          {"loads", std::move(rows)},
+          {"steps", std::move(steps)}};
+}
+
 json ServedRun::graph(const Params& p) const {
   const uint32_t step = parse_step(p, "step", 0);
   const json* g = run_.graph_of_step(step);
@@ -560,24 +691,8 @@ json ServedRun::buffers(const Params& p) const {
   const double w = (t1 - t0) / static_cast<double>(px);
   // Per pool and bucket, the highest live byte count (the value carried over from before t0 included).
   json series = json::object();
-  for (size_t q = 0; q < buffer_pools_.size(); ++q) {
-    std::vector<int64_t> maxv(px, -1);
-    const std::vector<int64_t>& live = live_bytes_[q];
-    auto it = std::upper_bound(live_t_.begin(), live_t_.end(), t0);
-    size_t k = it - live_t_.begin();
-    int64_t current = k > 0 ? live[k - 1] : 0;
-    for (int64_t i = 0; i < px; ++i) {
-      const double end = t0 + (i + 1) * w;
-      int64_t m = current;
-      while (k < live_t_.size() && static_cast<double>(live_t_[k]) < end) {
-        current = live[k];
-        m = std::max(m, current);
-        ++k;
-      }
-      maxv[i] = m;
-    }
-    series[buffer_pools_[q]] = maxv;
-  }
+  for (size_t q = 0; q < buffer_pools_.size(); ++q)
+    series[buffer_pools_[q]] = max_per_bucket(live_t_, live_bytes_[q], t0, w, px);
   json events = json::array();
   size_t n_events = 0;
   std::vector<const BufferEvent*> in;
@@ -669,6 +784,18 @@ json ServedRun::heatmap(const Params& p) const {
     else
       (t.write ? act_written : act_read) += t.length * n;
   }
+  // A budgeted run: the bytes its cache read from storage (loads that were not hits), in the same bins.
+  json storage;
+  if (weight_cache_) {
+    std::vector<double> bins_read(bins, 0);
+    uint64_t read = 0;
+    for (const trace::WeightLoadRecord& l : run_.trace.weight_loads) {
+      if (l.hit || l.step > step || (!cumulative && l.step != step)) continue;
+      add_range(bins_read, start, width, l.offset, l.offset + l.bytes);
+      read += l.bytes;
+    }
+    storage = {{"bytes", read}, {"bins", rounded(bins_read, width)}};
+  }
   json tensor_rows = json::array();
   for (size_t i = 0; i < tensors.size(); ++i)
     if (t_reads[i]) tensor_rows.push_back({i, t_reads[i], t_bytes[i]});
@@ -694,22 +821,24 @@ json ServedRun::heatmap(const Params& p) const {
                       {"read", rounded(t->read, tw)},
                       {"write", rounded(t->write, tw)}});
   }
-  return {{"step", step},
-          {"cumulative", cumulative},
-          {"start", start},
-          {"end", end},
-          {"bins", bins},
-          {"file_size", file_size},
-          {"file", rounded(file, width)},
-          {"tensor_columns", {"tensor", "reads", "bytes"}},
-          {"tensors", std::move(tensor_rows)},
-          {"bytes",
-           {{"file", file_bytes},
-            {"kv_read", kv_read},
-            {"kv_written", kv_written},
-            {"activation_read", act_read},
-            {"activation_written", act_written}}},
-          {"tracks", std::move(tracks)}};
+  json r = {{"step", step},
+            {"cumulative", cumulative},
+            {"start", start},
+            {"end", end},
+            {"bins", bins},
+            {"file_size", file_size},
+            {"file", rounded(file, width)},
+            {"tensor_columns", {"tensor", "reads", "bytes"}},
+            {"tensors", std::move(tensor_rows)},
+            {"bytes",
+             {{"file", file_bytes},
+              {"kv_read", kv_read},
+              {"kv_written", kv_written},
+              {"activation_read", act_read},
+              {"activation_written", act_written}}},
+            {"tracks", std::move(tracks)}};
+  if (!storage.is_null()) r["storage"] = std::move(storage);
+  return r;
 }
 
 // The figures `analyze` reports (analysis::sources_section, analysis::tensor_reads), so the viewer and `analyze`
@@ -832,6 +961,8 @@ Response Api::handle(const std::string& path, const Params& params) const {
         body = r.routing();
       else if (what == "expert-cache")
         body = r.expert_cache(params);
+      else if (what == "weight-cache")
+        body = r.weight_cache(params);
       else
         return error(404, "unknown route " + path);
     }

@@ -6,9 +6,11 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/weight_cache.h"
 #include "trace/run_data.h"
 
 namespace tt::serve {
@@ -44,6 +46,10 @@ class ServedRun {
   // Mixture-of-experts runs: `analyze --expert-cache`'s replay (analysis::pooled_expert_cache of this run) for the
   // sizes, policies, scope and prefetch asked (docs/viewer.md); 404 for a dense run, 400 for a bad parameter.
   nlohmann::json expert_cache(const Params& p) const;
+  // `run --weight-budget` runs: the budget and policy, the loads (WEIGHT_LOAD records) of a step or time window, one
+  // page of them, per-step totals and the cache's occupancy over the window (docs/viewer.md); 404 for a run without
+  // a budget, 400 for a bad parameter.
+  nlohmann::json weight_cache(const Params& p) const;
 
   // A byte range touched by an op, reduced to what the heatmap needs.
   struct Touch {
@@ -55,6 +61,7 @@ class ServedRun {
  private:
   void index_trace();
   void load_buffers();
+  void load_weight_cache();
   nlohmann::json op_row(size_t i) const;
   nlohmann::json compute_summary() const;
   size_t n_steps() const { return run_.step_ops.size(); }
@@ -87,6 +94,15 @@ class ServedRun {
   std::vector<uint64_t> live_t_;                  // event times
   std::vector<std::vector<int64_t>> live_bytes_;  // [pool][event index] live bytes after the event
   uint64_t peak_bytes_ = 0, peak_t_ = 0;
+
+  // `run --weight-budget`: analyze's weight-cache section (its replay gives the occupancy after each load), or why
+  // run.json's weight_cache cannot be read; the occupancy as a series by the loads' end times.
+  std::optional<analysis::WeightCacheSection> weight_cache_;
+  std::string weight_cache_error_;
+  std::string budget_;  // run.json's weight_cache.budget: the option as given
+  bool direct_io_ = false;
+  std::vector<uint64_t> resident_t_, resident_bytes_;
+  uint64_t peak_resident_ = 0;
 };
 
 class Api {

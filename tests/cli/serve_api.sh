@@ -90,6 +90,9 @@ expect("/api/runs/0/summary", 200, lambda d: len(d["steps"]) == 6 and len(d["hot
 # A dense run has no routing: the run says so, and the routing route answers 404 with a JSON error.
 expect("/api/runs/0/run", 200, lambda d: d["derived"]["routed"] is False)
 expect("/api/runs/0/routing", 404, lambda d: "no expert routing" in d["error"])
+# Nor a weight budget: the weight-cache route answers 404 saying so.
+expect("/api/runs/0/run", 200, lambda d: d["derived"]["weight_budget"] is False)
+expect("/api/runs/0/weight-cache", 404, lambda d: "no weight budget" in d["error"])
 # The web app's files, nothing else.
 expect("/", 200, lambda b: b"test app" in b)
 expect("/assets/app.js", 200)

@@ -242,6 +242,7 @@ async function main() {
     check((await page.locator('#threads tr.thread-row').count()) === info.derived.threads, 'thread time: a row per thread');
     await page.locator('#summary').screenshot({ path: join(shots, 'summary.png') });
     check((await page.locator('#experts').count()) === 0, 'a dense run has no Experts view');
+    check((await page.locator('#weight-cache').count()) === 0, 'a run without a weight budget has no Weight cache view');
     // compare mode
     check((await page.locator('#compare-ops tr').count()) > 5, 'compare: time per op kind A vs B');
     check((await page.locator('#compare-tokens .tokpair.differ').count()) > 0, 'compare: differing tokens marked');
@@ -275,7 +276,7 @@ async function main() {
       'api/runs/0/ops?op=MUL_MAT&locate=0&limit=3', 'api/runs/0/spans?limit=1', 'api/runs/0/spans?t0=0&t1=1',
       'api/runs/0/graph?step=0&timing_only=1', 'api/runs/0/buffers?max_events=100000&px=3',
       'api/runs/0/heatmap?step=1&cumulative=0&bins=5', 'api/runs/0/ops?limit=nope', 'api/runs/9/run',
-      'api/runs/0/routing', 'api/runs/0/expert-cache']) await api(p);
+      'api/runs/0/routing', 'api/runs/0/expert-cache', 'api/runs/0/weight-cache']) await api(p);
     await Promise.all(pending);
     const routes = ['runs', 'run', 'memory-map', 'steps', 'ops', 'spans', 'graph', 'graph?timing_only', 'buffers', 'heatmap', 'summary'];
     const missing = routes.filter((r) => !validator.seen.has(r));
@@ -498,7 +499,78 @@ async function moe() {
   }
 }
 
-main().then(() => (measureDir ? null : moe())).catch((e) => { console.error(e); failures++; }).finally(() => {
+// A `run --weight-budget 50%` run: the Weight cache view draws a mark per load of the answer, its occupancy never
+// above the budget line; hovering a demand miss names the load; selecting a step lists that step's loads.
+async function budgeted() {
+  const dir = join(scratch, 'run-budget');
+  execFileSync(bin, ['run', '-m', join(repo, 'models', 'stories260K.gguf'), '-p', 'Once upon a time', '-n', '12', '--temp', '0',
+    '-t', '2', '--weight-budget', '50%', '-o', dir], { stdio: 'ignore' });
+  const server = await startServer([dir]);
+  const browser = await launch();
+  try {
+    const validator = await apiValidator();
+    const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } });
+    const pending = [];
+    page.on('response', (r) => {
+      if (!new URL(r.url()).pathname.startsWith('/api/')) return;
+      pending.push(r.json().then((body) => validator.check(r.url(), r.status(), body), () => {}));
+    });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    await page.goto(server.url, { waitUntil: 'load' });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
+    check(errors.length === 0, `budgeted run: no page errors (${errors.join(' | ')})`);
+    const get = async (p) => {
+      const r = await fetch(server.url + p);
+      const body = await r.json();
+      validator.check(server.url + p, r.status, body);
+      return body;
+    };
+    const info = await get('api/runs/0/run');
+    const wc = await get('api/runs/0/weight-cache?limit=5000');
+    check(info.derived.weight_budget === true && wc.total === wc.totals.accesses && wc.total > 0,
+      `budgeted run: /weight-cache answers ${wc.total} loads (${wc.totals.misses} misses)`);
+    check(wc.occupancy.every((v) => v <= wc.budget_bytes) && Math.max(...wc.occupancy) > 0,
+      `budgeted run: the occupancy stays within the budget of ${wc.budget_bytes} bytes`);
+    await page.locator('#weight-cache').scrollIntoViewIfNeeded();
+    await page.waitForFunction(() => Number(document.querySelector('#weight-cache-canvas')?.dataset.marks) > 0, null, { timeout: 10000 });
+    const d = await page.evaluate(() => ({ ...document.querySelector('#weight-cache-canvas').dataset }));
+    check(Number(d.marks) === wc.total && Number(d.total) === wc.total, `Weight cache view: a mark per load (${d.marks} = ${wc.total})`);
+    check(d.over === '0' && Number(d.occupancyTopY) >= Number(d.budgetY),
+      `Weight cache view: the occupancy never rises above the budget line (top y ${d.occupancyTopY} ≥ budget y ${d.budgetY})`);
+    check((await inkOf(page, '#weight-cache-canvas')) > 1000, 'Weight cache view: the chart has content');
+    const [mx, my] = d.firstMiss.split(',').map(Number);
+    const box = await page.locator('#weight-cache-canvas').boundingBox();
+    await page.mouse.move(box.x + mx, box.y + my);
+    await page.waitForSelector('#tooltip', { state: 'visible' });
+    const tip = await page.textContent('#tooltip');
+    const first = wc.loads.find((l) => !l[10] && !l[11]);
+    check(tip.includes('demand miss') && tip.includes('wait') && tip.includes(first[3]),
+      `Weight cache view: hovering a miss names its load (${tip.slice(0, 90)})`);
+    await page.mouse.move(0, 0);
+    await page.locator('#step-slider').focus();
+    await page.keyboard.press('End');
+    const last = info.derived.steps - 1;
+    await page.waitForFunction((s) => document.querySelector('#weight-cache-loads')?.dataset.step === String(s), last, { timeout: 10000 });
+    const inStep = wc.loads.filter((l) => l[1] === last).length;
+    check(Number(await page.getAttribute('#weight-cache-loads', 'data-rows')) === inStep,
+      `Weight cache view: selecting step ${last} lists its ${inStep} loads`);
+    await page.locator('#weight-cache').screenshot({ path: join(shots, 'weight-cache.png') });
+    check(Number(await page.getAttribute('#heat-canvas', 'data-storage-bins')) > 0,
+      'budgeted run: the file heatmap marks the bytes read from storage');
+    await get('api/runs/0/weight-cache?step=1&offset=2&limit=3&px=5');
+    await get('api/runs/0/weight-cache?px=0');
+    await Promise.all(pending);
+    check(validator.seen.has('weight-cache'), 'budgeted run: /weight-cache answers validated against web/src/api.ts');
+    check(errors.length === 0, `budgeted run: no page errors after hovering and selecting (${errors.join(' | ')})`);
+  } finally {
+    await browser.close();
+    await stopServer(server);
+  }
+}
+
+main().then(() => (measureDir ? null : moe().then(budgeted))).catch((e) => { console.error(e); failures++; }).finally(() => {
   rmSync(scratch, { recursive: true, force: true });
   console.log(failures ? `${failures} failure(s)` : 'all e2e checks passed');
   process.exit(failures ? 1 : 0);

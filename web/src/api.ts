@@ -28,6 +28,7 @@ export const RunInfo = object({
     graphs: num, buffers: array(BufferInfo),
     file_size: num,  // of the model file
     routed: bool,  // the trace has expert routing (a mixture-of-experts run): the Experts view and /routing apply
+    weight_budget: bool,  // a `run --weight-budget` run: the Weight cache view and /weight-cache apply
     step_times: array(tuple(num, num, str)),  // per step: start_ns, end_ns, phase
     step_graph: array(num),  // per step: its graph's id (-1: none recorded); [] without graphs/index.json
   }),
@@ -53,6 +54,10 @@ export const StepRow = object({
   probability: optional(num), softmax_probability: optional(num), top_k: optional(array(TopToken)),
   top1_top2_gap: optional(nullable(num)), entropy: optional(nullable(num)), start_ns: optional(num),
   end_ns: optional(num), n_ops: optional(num), graph: optional(num),
+  // `run --weight-budget` runs: the step's accesses that found their unit resident, that read it, the bytes read and
+  // the time its nodes waited for those reads
+  weight_hits: optional(num), weight_misses: optional(num), weight_bytes_read: optional(num),
+  weight_stall_ns: optional(num),
 });
 export const StepsPage = object({ from: num, to: num, total: num, steps: array(StepRow) });
 
@@ -107,7 +112,8 @@ export const BuffersResp = object({
 });
 
 // GET /api/runs/{i}/heatmap: reads of the model file per bin (mean times each byte was read), the tensors read
-// ([memory-map index, times read, bytes read]), byte totals, and the runtime buffers' tracks.
+// ([memory-map index, times read, bytes read]), byte totals, the runtime buffers' tracks, and for a budgeted run the
+// reads from storage.
 export const Track = object({ name: str, size: num, bins: num, read: array(num), write: array(num),
   segments: array(object({ buffer_id: num, name: str, pool: str, start: num, end: num })) });
 export const Heatmap = object({
@@ -115,6 +121,9 @@ export const Heatmap = object({
   tensor_columns: array(str), tensors: array(tuple(num, num, num)),
   bytes: object({ file: num, kv_read: num, kv_written: num, activation_read: num, activation_written: num }),
   tracks: array(Track),
+  // `run --weight-budget` runs only: the file bytes the weight cache read from storage (its loads that were not
+  // hits) in the same steps, and per bin the mean times each byte was read so.
+  storage: optional(object({ bytes: num, bins: array(num) })),
 });
 
 // GET /api/runs/{i}/summary. thread_time is `analyze`'s (docs/analysis.md): per phase, where each thread is during
@@ -155,6 +164,24 @@ export const ExpertCacheRow = object({ size: str, policy: str, capacity_bytes: n
 export const ExpertCache = object({ scope: str, prefetch: str, read_bytes_per_s: nullable(num), read_rate_source: str,
   results: array(ExpertCacheRow), tokens: num, n_expert: num, expert_bytes: num });
 
+// GET /api/runs/{i}/weight-cache?t0=..&t1=..&px=..&step=..&offset=..&limit=.. (`run --weight-budget` runs; 404
+// otherwise, 400 for a bad parameter): the budget (as given, in bytes) and policy; run totals and per-step totals
+// (steps.jsonl's weight_* counts: a miss reads its bytes and its node waits for it); `occupancy`: per `px` bucket of
+// [t0, t1] the cache's highest resident bytes (analyze's replay of the run's loads; page-rounded units, as the budget
+// counts them), never above budget_bytes; `loads`: one page (`offset`, `limit`) of the `total` loads of `step` (or
+// every step) whose read overlaps [t0, t1], in access order.
+export const WeightLoad = tuple(num, num, num, str, num, num, num, num, num, num, bool, bool, num);  // i, step, node,
+// tensor, expert (-1: the whole tensor), offset, bytes, start_ns, end_ns, wait_ns, hit, prefetch, resident_bytes
+export const WeightCacheStep = object({ step: num, hits: num, misses: num, prefetches: num, bytes_read: num,
+  stall_ns: num });
+export const WeightCache = object({
+  budget: str, budget_bytes: num, policy: str, direct_io: bool,
+  totals: object({ accesses: num, hits: num, misses: num, prefetches: num, bytes_read: num, stall_ns: num,
+    read_bytes_per_s: num, peak_resident_bytes: num }),
+  t0: num, t1: num, px: num, occupancy: array(num), total: num, offset: num, loads_columns: array(str),
+  loads: array(WeightLoad), steps: array(WeightCacheStep),
+});
+
 export const ApiErrorBody = object({ error: str });
 
 export type RunEntry = Infer<typeof RunEntry>;
@@ -177,6 +204,8 @@ export type Summary = Infer<typeof Summary>;
 export type Routing = Infer<typeof Routing>;
 export type ExpertCacheRow = Infer<typeof ExpertCacheRow>;
 export type ExpertCache = Infer<typeof ExpertCache>;
+export type WeightLoad = Infer<typeof WeightLoad>;
+export type WeightCache = Infer<typeof WeightCache>;
 
 // The answer's schema of each route (the last path segment; `graph` with timing_only=1 is GraphTiming), for the
 // e2e test's validation of live answers.
@@ -187,7 +216,7 @@ export function answerSchema(path: string, params: URLSearchParams): Schema<unkn
   if (route === 'graph' && ['1', 'true'].includes(params.get('timing_only') ?? '')) return GraphTiming;
   const byRoute: Record<string, Schema<unknown>> = { run: RunInfo, 'memory-map': MemoryMap, steps: StepsPage,
     ops: OpsPage, spans: Spans, graph: GraphResp, buffers: BuffersResp, heatmap: Heatmap, summary: Summary, routing: Routing,
-    'expert-cache': ExpertCache };
+    'expert-cache': ExpertCache, 'weight-cache': WeightCache };
   return byRoute[route] ?? null;
 }
 
@@ -231,6 +260,7 @@ export class RunApi {
   summary() { return this.get<Summary>('summary'); }
   routing() { return this.get<Routing>('routing'); }
   expertCache(p: Query, signal?: AbortSignal) { return this.get<ExpertCache>('expert-cache', p, signal); }
+  weightCache(p: Query, signal?: AbortSignal) { return this.get<WeightCache>('weight-cache', p, signal); }
 }
 
 export function listRuns() { return getJSON<Infer<typeof RunList>>('api/runs'); }

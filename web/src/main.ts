@@ -14,6 +14,7 @@ import { logitsView } from './views/logits';
 import { summaryView } from './views/summary';
 import { tableView } from './views/table';
 import { timelineView } from './views/timeline';
+import { weightCacheView } from './views/weightcache';
 
 // Read by the e2e test and its --measure mode: when each view became ready, first paint, the shown run's context.
 interface Probe { ready: Record<string, number>; firstPaintMs?: number; ctx?: Ctx }
@@ -41,10 +42,13 @@ async function open(runs: RunEntry[], active: number, life: Lifetime, show: (act
   const buffers = buffersView(ctx), logits = logitsView(ctx, getSteps), summary = summaryView(ctx, getSummary);
   // The Experts view only for a mixture-of-experts run (one whose trace has routing).
   const experts = info.derived.routed ? expertsView(ctx) : null;
-  for (const v of [header, heat, timeline, table, graph, buffers, logits, summary, experts]) if (v) life.add(() => v.dispose());
+  // The Weight cache view only for a `run --weight-budget` run.
+  const weights = info.derived.weight_budget ? weightCacheView(ctx) : null;
+  for (const v of [header, heat, timeline, table, graph, buffers, logits, summary, experts, weights]) if (v) life.add(() => v.dispose());
   const compareSlot = el('div', { id: 'compare-slot' });
   app.replaceChildren(header.element, heat.element, timeline.element, el('div', { class: 'row2' }, table.element, graph.element),
-    el('div', { class: 'row2' }, buffers.element, logits.element), ...(experts ? [experts.element] : []), summary.element,
+    el('div', { class: 'row2' }, buffers.element, logits.element), ...(weights ? [weights.element] : []),
+    ...(experts ? [experts.element] : []), summary.element,
     compareSlot);
   store.sel.step = 0;
   const start = (v: View, name: string) => Promise.resolve(v.start?.()).then(() => {
@@ -58,7 +62,7 @@ async function open(runs: RunEntry[], active: number, life: Lifetime, show: (act
   start(header, 'steps').catch((e: Error) => { if (e.name !== 'AbortError') throw e; });  // the label's tokens
   document.body.dataset.firstPaint = firstPaintMs.toFixed(0);
   await Promise.all([start(graph, 'graph'), start(buffers, 'buffers'), start(logits, 'logits'), start(summary, 'summary'),
-    ...(experts ? [start(experts, 'experts')] : [])]);
+    ...(experts ? [start(experts, 'experts')] : []), ...(weights ? [start(weights, 'weight-cache')] : [])]);
   life.signal.throwIfAborted();
   if (runs.length === 2) {
     const [a, b] = await Promise.all([new RunApi(0, life.signal).summary(), new RunApi(1, life.signal).summary()]);

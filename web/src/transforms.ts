@@ -258,3 +258,50 @@ export function hitRateCurves(c: ExpertCache): HitRateCurve[] {
   for (const curve of curves) curve.points.sort((a, b) => a.share - b.share);
   return curves;
 }
+
+// --- the weight cache of a `run --weight-budget` run (GET /api/runs/{i}/weight-cache) ---
+
+// What a load was: a demand miss (its node waited for the read), a prefetch (read ahead of its use), or a hit.
+export type LoadKind = 'miss' | 'prefetch' | 'hit';
+export function loadKind(hit: boolean, prefetch: boolean): LoadKind {
+  return prefetch ? 'prefetch' : hit ? 'hit' : 'miss';
+}
+export const LOAD_COLORS: Record<LoadKind, string> = { miss: '#e15759', prefetch: '#4e9fe8', hit: '#59a14f' };
+
+// A load as a mark on a time axis: its read [start_ns, end_ns] in pixels, at least 1 px wide. `row` is its kind's
+// row (misses on top, then prefetches, then hits); `load` is its index into the answer's loads.
+export interface LoadMark { load: number; kind: LoadKind; x0: number; x1: number; row: number }
+const KIND_ROW: Record<LoadKind, number> = { miss: 0, prefetch: 1, hit: 2 };
+
+// The marks of the loads (rows [i, step, node, tensor, expert, offset, bytes, start_ns, end_ns, wait_ns, hit,
+// prefetch, ...]) on the scale t -> px; loads wholly outside [x0, x1] are left out.
+export function loadMarks(loads: readonly (readonly unknown[])[], sx: Scale, x0: number, x1: number): LoadMark[] {
+  const out: LoadMark[] = [];
+  loads.forEach((l, load) => {
+    const a = sx.px(l[7] as number), b = Math.max(sx.px(l[8] as number), a + 1);
+    if (b < x0 || a > x1) return;
+    const kind = loadKind(l[10] as boolean, l[11] as boolean);
+    out.push({ load, kind, x0: Math.max(x0, a), x1: Math.min(x1, b), row: KIND_ROW[kind] });
+  });
+  return out;
+}
+
+// The mark under pixel x in `row` (within `slack` px), the nearest by its middle; -1 when none.
+export function markAt(marks: LoadMark[], x: number, row: number, slack = 2): number {
+  let best = -1, dist = Infinity;
+  marks.forEach((m, i) => {
+    if (m.row !== row || x < m.x0 - slack || x > m.x1 + slack) return;
+    const d = Math.abs((m.x0 + m.x1) / 2 - x);
+    if (d < dist) { dist = d; best = i; }
+  });
+  return best;
+}
+
+// The occupancy series against the budget on one vertical scale from 0 (at y0) to the larger of the two (at y1):
+// each bucket's y, the budget line's y, and whether any bucket lies above the budget (it must not).
+export function occupancyLine(occupancy: number[], budget: number, y0: number, y1: number):
+  { ys: number[]; budgetY: number; max: number; over: boolean } {
+  const max = Math.max(budget, ...occupancy, 1);
+  const sy = new Scale(0, max, y0, y1);
+  return { ys: occupancy.map((v) => sy.px(v)), budgetY: sy.px(budget), max, over: occupancy.some((v) => v > budget) };
+}

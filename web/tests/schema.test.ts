@@ -31,7 +31,7 @@ describe('schema validation', () => {
   });
   it('holds the API: a run info lacking step_graph, a spans answer of an unknown mode, a step without its number', () => {
     const derived = { dir: 'd', steps: 1, ops: 2, spans: 3, threads: 1, t_end_ns: 9, complete: true, stop_reason: '', graphs: 1,
-      buffers: [], file_size: 10, routed: false, step_times: [[0, 9, 'PROMPT']], step_graph: [0] };
+      buffers: [], file_size: 10, routed: false, weight_budget: false, step_times: [[0, 9, 'PROMPT']], step_graph: [0] };
     expect(validate(RunInfo, { run: {}, derived })).toEqual([]);
     const { step_graph: _, ...old } = derived;
     expect(validate(RunInfo, { run: {}, derived: old })).toEqual(['$.derived.step_graph: missing']);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  compareBy, compareTokens, expertCounts, expertSlabs, filterGraph, hitRateCurves, formatBytes, formatNs, heatColor, heatRGB, panWindow, peakOf, Scale, stepAtTime,
+  compareBy, compareTokens, loadKind, loadMarks, markAt, occupancyLine, expertCounts, expertSlabs, filterGraph, hitRateCurves, formatBytes, formatNs, heatColor, heatRGB, panWindow, peakOf, Scale, stepAtTime,
   stepLayerExperts, tensorAt, tensorColor, tokenExperts, tokensOfStep, zoomWindow, type GraphEdge, type GraphNode,
   type MapTensor, type RoutingTable,
 } from '../src/transforms';
@@ -171,5 +171,54 @@ describe('expert-cache curves', () => {
   it('gives no curve for no rows', () => {
     expect(hitRateCurves({ scope: 'per-layer', prefetch: 'none', read_bytes_per_s: null, read_rate_source: 'none',
       tokens: 0, n_expert: 8, expert_bytes: 0, results: [] })).toEqual([]);
+  });
+});
+
+describe('weight cache', () => {
+  // [i, step, node, tensor, expert, offset, bytes, start_ns, end_ns, wait_ns, hit, prefetch, resident_bytes]
+  const load = (i: number, start: number, end: number, hit: boolean, prefetch = false) =>
+    [i, 0, i, `blk.${i}.ffn_up.weight`, -1, 1000 * i, 100, start, end, end - start, hit, prefetch, 100 * i] as const;
+  it('classifies a load as a demand miss, a prefetch or a hit', () => {
+    expect(loadKind(false, false)).toBe('miss');
+    expect(loadKind(true, false)).toBe('hit');
+    expect(loadKind(false, true)).toBe('prefetch');
+    expect(loadKind(true, true)).toBe('prefetch');
+  });
+  it('places each load at its read, a row per kind, at least a pixel wide', () => {
+    const sx = new Scale(0, 1000, 100, 1100);  // 1 ns per px from x = 100
+    const marks = loadMarks([load(0, 10, 60, false), load(1, 200, 200, true), load(2, 300, 400, false, true)], sx, 100, 1100);
+    expect(marks).toEqual([
+      { load: 0, kind: 'miss', x0: 110, x1: 160, row: 0 },
+      { load: 1, kind: 'hit', x0: 300, x1: 301, row: 2 },
+      { load: 2, kind: 'prefetch', x0: 400, x1: 500, row: 1 },
+    ]);
+  });
+  it('leaves out loads outside the window and clips those crossing it', () => {
+    const sx = new Scale(500, 600, 0, 100);
+    const marks = loadMarks([load(0, 0, 100, false), load(1, 550, 700, false), load(2, 450, 520, true)], sx, 0, 100);
+    expect(marks.map((m) => [m.load, m.x0, m.x1])).toEqual([[1, 50, 100], [2, 0, 20]]);
+  });
+  it('finds the mark under the pointer in its row, the nearest first', () => {
+    const sx = new Scale(0, 1000, 0, 1000);
+    const marks = loadMarks([load(0, 10, 20, false), load(1, 22, 40, false), load(2, 15, 16, true)], sx, 0, 1000);
+    expect(markAt(marks, 15, 0)).toBe(0);
+    expect(markAt(marks, 21, 0)).toBe(0);
+    expect(markAt(marks, 35, 0)).toBe(1);
+    expect(markAt(marks, 15, 2)).toBe(2);
+    expect(markAt(marks, 500, 0)).toBe(-1);
+    expect(markAt(marks, 15, 1)).toBe(-1);
+  });
+  it('puts occupancy and budget on one scale, the budget line in view', () => {
+    const o = occupancyLine([0, 50, 100, 80], 100, 200, 0);
+    expect(o.ys).toEqual([200, 100, 0, 40]);
+    expect(o.budgetY).toBe(0);
+    expect(o.over).toBe(false);
+    const low = occupancyLine([10, 20], 100, 100, 0);  // far below the budget: the line still shows it
+    expect(low.budgetY).toBe(0);
+    expect(low.ys).toEqual([90, 80]);
+    const bad = occupancyLine([150], 100, 150, 0);  // above the budget: flagged, and on the same scale
+    expect(bad.over).toBe(true);
+    expect(bad.budgetY).toBe(50);
+    expect(bad.ys).toEqual([0]);
   });
 });

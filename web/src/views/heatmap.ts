@@ -6,7 +6,7 @@ import { expertSlabs, formatBytes, layerColor, shapeString, tensorAt, tensorColo
 import { el, esc, fitCanvas, cssWidth, drawHeatRow, hideTip, panel, showTip, rafThrottle, debounce, leadingDebounce } from '../ui';
 import { Lifetime, type View } from '../view';
 
-const ROW = { axis: 14, layoutY: 18, layoutH: 30, heatY: 52, heatH: 44, kvY: 124, trackH: 34, actY: 200, total: 250 };
+const ROW = { axis: 14, layoutY: 18, layoutH: 30, heatY: 52, heatH: 44, storageY: 98, storageH: 7, kvY: 124, trackH: 34, actY: 200, total: 250 };
 
 export function heatmapView(ctx: Ctx): View {
   const life = new Lifetime();
@@ -116,12 +116,29 @@ export function heatmapView(ctx: Ctx): View {
       const max = Math.max(1e-9, ...data.file);
       ({ nonzero, sum } = drawHeatRow(g, data.file, max, 0, ROW.heatY, W, ROW.heatH));
       rowLabel(g, `reads (max ${max.toFixed(max < 10 ? 2 : 0)}× per byte)`, ROW.heatY);
+      // a budgeted run: the bytes its weight cache read from storage, under the reads
+      if (data.storage) {
+        const sMax = Math.max(1e-9, ...data.storage.bins);
+        g.fillStyle = '#14181e';
+        g.fillRect(0, ROW.storageY, W, ROW.storageH);
+        g.fillStyle = '#e15759';
+        let marked = 0;
+        data.storage.bins.forEach((v, i) => {
+          if (!(v > 0)) return;
+          ++marked;
+          g.globalAlpha = 0.35 + 0.65 * Math.min(1, Math.log1p(v) / Math.log1p(sMax));
+          g.fillRect((i / data!.storage!.bins.length) * W, ROW.storageY, Math.max(1, W / data!.storage!.bins.length), ROW.storageH);
+        });
+        g.globalAlpha = 1;
+        canvas.dataset.storageBins = String(marked);
+      }
       // runtime tracks
       data.tracks.forEach((tr, k) => drawTrack(g, tr, k === 0 ? ROW.kvY : ROW.actY, W));
       const b = data.bytes;
       totals.textContent = `${data.cumulative ? `steps 0–${data.step}` : `step ${data.step}`}: ` +
         `${formatBytes(b.file)} read from the file · KV cache ${formatBytes(b.kv_read)} read, ${formatBytes(b.kv_written)} written · ` +
-        `activations ${formatBytes(b.activation_read)} read, ${formatBytes(b.activation_written)} written`;
+        `activations ${formatBytes(b.activation_read)} read, ${formatBytes(b.activation_written)} written` +
+        (data.storage ? ` · ${formatBytes(data.storage.bytes)} read from storage by the weight cache (red, under the reads)` : '');
     }
     // selection overlays: the selected op's file ranges, the selected tensor
     const op = ctx.store.sel.op;
