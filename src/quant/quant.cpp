@@ -17,9 +17,10 @@ namespace tt {
 namespace {
 
 // Instruction sets, each including the ones before it. kAvx512Bf16 is kAvx512Vnni on a CPU that also has
-// VDPBF16PS, where llama.cpp computes BF16 with that instruction.
-enum class Isa { kScalar, kAvx2, kAvx512Vnni, kAvx512Bf16 };
-constexpr int kIsaCount = 4;
+// VDPBF16PS, where llama.cpp computes BF16 with that instruction; kAmx adds AMX-INT8 tiles (Sapphire Rapids and
+// later, where llama.cpp's CPU backend multiplies prompt batches with them).
+enum class Isa { kScalar, kAvx2, kAvx512Vnni, kAvx512Bf16, kAmx };
+constexpr int kIsaCount = 5;
 
 // One value per instruction set, indexed by Isa.
 template <typename T>
@@ -31,6 +32,15 @@ bool cpu_has_f16c() {
   return (ecx & bit_F16C) != 0;
 }
 
+// AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24, 25), and the tile data state granted by the OS.
+bool cpu_has_amx_int8() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  if ((edx & (3u << 24)) != (3u << 24)) return false;
+  static const bool granted = amx::request_amx_permission();  // once per process
+  return granted;
+}
+
 Isa detect_isa() {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
@@ -38,13 +48,14 @@ Isa detect_isa() {
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni");
-  if (avx512) return __builtin_cpu_supports("avx512bf16") ? Isa::kAvx512Bf16 : Isa::kAvx512Vnni;
+  if (avx512 && __builtin_cpu_supports("avx512bf16")) return cpu_has_amx_int8() ? Isa::kAmx : Isa::kAvx512Bf16;
+  if (avx512) return Isa::kAvx512Vnni;
   return avx2 ? Isa::kAvx2 : Isa::kScalar;
 }
 
 // The kernels are the process's: limit_kernel_isa() may lower their instruction set only before isa() first
 // fixes it (the table is resolved from that one answer).
-std::atomic<Isa> isa_cap{Isa::kAvx512Bf16};
+std::atomic<Isa> isa_cap{Isa::kAmx};
 std::atomic<bool> isa_fixed{false};
 
 Isa isa() {
@@ -72,17 +83,17 @@ struct Entry {
 };
 
 // A kernel's functions in the scalar reference, AVX2 and AVX-512 namespaces (the same name in each), or in the
-// two SIMD ones. AVX-512 + BF16 runs the AVX-512 kernels (only BF16's entry tells them apart).
+// two SIMD ones. AVX-512 + BF16 and AMX run the AVX-512 kernels (only the BF16 and Q8_0 entries tell them apart).
 #define TT_EACH_ISA(name) ref::name, avx2::name, avx512::name
 #define TT_SIMD(name) avx2::name, avx512::name
 
 PerIsa<QuantizeRowFn> each_isa(QuantizeRowFn scalar, QuantizeRowFn avx2, QuantizeRowFn avx512) {
-  return {scalar, avx2, avx512, avx512};
+  return {scalar, avx2, avx512, avx512, avx512};
 }
 // Dot products, with their tile kernels where the SIMD sets have them.
 PerIsa<DotKernel> each_isa(VecDotFn scalar, VecDotFn avx2, VecDotFn avx512, TileFn avx2_tile = nullptr,
                            TileFn avx512_tile = nullptr) {
-  return {DotKernel{scalar}, DotKernel{avx2, avx2_tile}, DotKernel{avx512, avx512_tile},
+  return {DotKernel{scalar}, DotKernel{avx2, avx2_tile}, DotKernel{avx512, avx512_tile}, DotKernel{avx512, avx512_tile},
           DotKernel{avx512, avx512_tile}};
 }
 
@@ -99,6 +110,21 @@ BatchedKernels repacked(DotKernel gemv, DotKernel gemm) {
 PerIsa<std::optional<BatchedKernels>> repacked(const PerIsa<DotKernel>& gemv, const PerIsa<DotKernel>& gemm) {
   PerIsa<std::optional<BatchedKernels>> out;
   for (int i = 0; i < kIsaCount; ++i) out[i] = repacked(gemv[i], gemm[i]);
+  return out;
+}
+
+// BF16 batches through tinyBLAS where the CPU has VDPBF16PS (K in whole 32-element steps, N in groups of 4).
+BatchedKernels bf16_tinyblas() {
+  return {BatchedKernels::Grouping::kWholeBatch, [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; },
+          DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::dot_bf16_tinyblas}};
+}
+
+// Q8_0 batches (M > 1) through AMX tiles in llama.cpp's AMX order; single tokens keep vec_dot.
+PerIsa<std::optional<BatchedKernels>> q8_0_amx(const PerIsa<DotKernel>& vec_dot) {
+  PerIsa<std::optional<BatchedKernels>> out;
+  out[static_cast<int>(Isa::kAmx)] =
+      BatchedKernels{BatchedKernels::Grouping::kWholeBatch, [](int64_t, int64_t) { return true; },
+                     vec_dot[static_cast<int>(Isa::kAmx)], DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0}};
   return out;
 }
 
@@ -138,11 +164,8 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_bf16,
        .quantize_activations = each_isa(ref::quantize_bf16, ref::quantize_bf16, ref::quantize_bf16),
        .vec_dot = {DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16},
-                   DotKernel{ref::vec_dot_bf16_avx512bf16}},
-       .batched = {std::nullopt, std::nullopt, std::nullopt,
-                   BatchedKernels{BatchedKernels::Grouping::kWholeBatch,
-                                  [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; },
-                                  DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::dot_bf16_tinyblas}}}},
+                   DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::vec_dot_bf16_avx512bf16}},
+       .batched = {std::nullopt, std::nullopt, std::nullopt, bf16_tinyblas(), bf16_tinyblas()}},
       {.type = G::Q4_0,
        .vec_dot_type = G::Q8_0,
        .block_size = kQK4_0,
@@ -185,7 +208,8 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_q8_0,
        .vec_dot_ref = ref::vec_dot_q8_0,
        .quantize_activations = each_isa(TT_EACH_ISA(quantize_q8_0_x86)),
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q8_0), TT_SIMD(tile_q8_0))},
+       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q8_0), TT_SIMD(tile_q8_0)),
+       .batched = q8_0_amx(each_isa(TT_EACH_ISA(vec_dot_q8_0), TT_SIMD(tile_q8_0)))},
       {.type = G::Q8_1,
        .vec_dot_type = G::Q8_1,
        .block_size = kQK8_1,
@@ -203,6 +227,7 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_q2_k,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q2_k)),
        .batched = {std::nullopt, std::nullopt,
+                   repacked(DotKernel{ref::repack_gemv_q2_k}, DotKernel{ref::repack_gemm_q2_k}),
                    repacked(DotKernel{ref::repack_gemv_q2_k}, DotKernel{ref::repack_gemm_q2_k}),
                    repacked(DotKernel{ref::repack_gemv_q2_k}, DotKernel{ref::repack_gemm_q2_k})}},
       {.type = G::Q3_K,
@@ -308,7 +333,7 @@ struct OpKernels {
 
 const OpKernels& ops() {
   static const PerIsa<OpKernels> all = {TT_OP_KERNELS(ref), TT_OP_KERNELS(avx2), TT_OP_KERNELS(avx512),
-                                        TT_OP_KERNELS(avx512)};
+                                        TT_OP_KERNELS(avx512), TT_OP_KERNELS(avx512)};
   return all[static_cast<int>(isa())];
 }
 
@@ -331,14 +356,18 @@ const QuantKernels* find_kernels(GgmlType type) {
 
 void limit_kernel_isa(std::string_view name) {
   Isa cap;
-  if (name == "auto")
+  if (name == "auto" || name == "amx")
+    cap = Isa::kAmx;
+  else if (name == "avx512")
     cap = Isa::kAvx512Bf16;
   else if (name == "avx2")
     cap = Isa::kAvx2;
   else if (name == "scalar")
     cap = Isa::kScalar;
   else
-    fail("unknown kernel instruction set '{}' (expected auto, avx2 or scalar)", name);
+    fail("unknown kernel instruction set '{}' (expected auto, amx, avx512, avx2 or scalar)", name);
+  if (name == "amx" && std::min(detect_isa(), cap) != Isa::kAmx)
+    fail("--kernel-isa amx: this CPU has no AMX-INT8 tiles, or the kernel does not grant their state");
   if (isa_fixed.load()) {
     if (std::min(detect_isa(), cap) != isa())
       fail("the kernels are already chosen ({}): '{}' comes too late", kernel_isa(), name);
@@ -349,6 +378,8 @@ void limit_kernel_isa(std::string_view name) {
 
 const char* kernel_isa() {
   switch (isa()) {
+    case Isa::kAmx:
+      return "amx";
     case Isa::kAvx512Vnni:
     case Isa::kAvx512Bf16:
       return "avx512-vnni";

@@ -99,10 +99,12 @@ enum class LlamaCppBuild : uint8_t { kIntelAvx512Fp16, kAmdAvx512 };
 LlamaCppBuild default_llamacpp_build();
 const char* llamacpp_build_name(LlamaCppBuild b);  // "intel-avx512fp16" or "amd-avx512"
 
-// Which instruction-set path vec_dot uses on this CPU: "avx512-vnni", "avx2" or "scalar".
+// Which instruction-set path the kernels use on this CPU: "amx" (AVX-512 VNNI, and AMX-INT8 tiles for Q8_0 prompt
+// batches), "avx512-vnni", "avx2" or "scalar".
 const char* kernel_isa();
 
-// Caps the kernels' instruction set for this process ("auto": the CPU's best; "avx2"; "scalar": the references),
+// Caps the kernels' instruction set for this process ("auto": the CPU's best; "amx": an Error where the CPU or OS
+// has no AMX-INT8; "avx512": at most AVX-512 VNNI (+BF16); "avx2"; "scalar": the references),
 // for comparing paths (`run`/`bench --kernel-isa`); never raises it above what the CPU has. Only before the first
 // kernel lookup (the table is resolved once); later, an Error unless it changes nothing. Unknown names: an Error.
 void limit_kernel_isa(std::string_view name);
