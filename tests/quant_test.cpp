@@ -742,7 +742,8 @@ TEST(QuantVecDot, BatchedKernelsPerToken) {
   for (int64_t t = 0; t < 5; ++t) EXPECT_EQ(whole.for_token(t, 5), whole.batch);
   // Shapes llama.cpp does not repack (rows not a multiple of 8) keep the type's vec_dot.
   EXPECT_EQ(find_kernels(G::Q4_K)->batched_for(256, 12), nullptr);
-  // Q8_0 keeps vec_dot for every token, except for batches on AMX (tiles; a lone token still takes vec_dot).
+  // Q8_0 keeps vec_dot for every token, except for batches under --kernel-isa amx (tiles; a lone token still takes
+  // vec_dot).
   const QuantKernels& q8 = *find_kernels(G::Q8_0);
   if (kernel_isa() == std::string("amx")) {
     ASSERT_NE(q8.batched_for(256, 256), nullptr);
@@ -1174,7 +1175,9 @@ TEST(KernelIsa, LimitAfterTheTableIsBuiltOnlyConfirms) {
   if (in_use != "scalar") {
     EXPECT_THROW(limit_kernel_isa("scalar"), Error);
   }
-  // amx: confirmed where it is in use; elsewhere refused (no AMX on the CPU, or the table is already built).
+  EXPECT_NE(in_use, "amx");
+  // amx: never chosen by auto; confirmed where it is in use, else refused (no AMX on the CPU, or the table is
+  // already built).
   if (in_use == "amx") {
     EXPECT_NO_THROW(limit_kernel_isa("amx"));
     EXPECT_THROW(limit_kernel_isa("avx512"), Error);

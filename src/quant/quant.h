@@ -103,8 +103,9 @@ const char* llamacpp_build_name(LlamaCppBuild b);  // "intel-avx512fp16" or "amd
 // batches), "avx512-vnni", "avx2" or "scalar".
 const char* kernel_isa();
 
-// Caps the kernels' instruction set for this process ("auto": the CPU's best; "amx": an Error where the CPU or OS
-// has no AMX-INT8; "avx512": at most AVX-512 VNNI (+BF16); "avx2"; "scalar": the references),
+// Caps the kernels' instruction set for this process ("auto" or "avx512": the CPU's best up to AVX-512 VNNI (+BF16),
+// the reference records' float order; "amx": also AMX-INT8 tiles for Q8_0 prompt batches in llama.cpp's AMX order,
+// an Error where the CPU or OS has none; "avx2"; "scalar": the references),
 // for comparing paths (`run`/`bench --kernel-isa`); never raises it above what the CPU has. Only before the first
 // kernel lookup (the table is resolved once); later, an Error unless it changes nothing. Unknown names: an Error.
 void limit_kernel_isa(std::string_view name);
