@@ -119,7 +119,7 @@ void gemm_q8_0_avx512(benchmark::State& state) {
   gemm_with(state, GgmlType::Q8_0, DotKernel{avx512::vec_dot_q8_0, avx512::tile_q8_0}, "avx512-vnni");
 }
 void gemm_q8_0_amx(benchmark::State& state) {
-  if (kernel_isa() != std::string("amx")) return state.SkipWithError("no AMX-INT8 on this CPU");
+  if (!amx_available()) return state.SkipWithError("no AMX-INT8 on this CPU (or the OS refused the tile state)");
   gemm_with(state, GgmlType::Q8_0, DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0}, "amx");
 }
 

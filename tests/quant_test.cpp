@@ -2,7 +2,6 @@
 // references against dot products of dequantized rows, quantizer round trips, fp16/bf16 conversions.
 #include "quant/quant.h"
 
-#include <cpuid.h>
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -754,12 +753,6 @@ TEST(QuantVecDot, BatchedKernelsPerToken) {
   }
 }
 
-// Whether this CPU and OS run the AMX kernels: CPUID's AMX-TILE and AMX-INT8, and the tile state granted.
-bool amx_usable() {
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || (edx & (3u << 24)) != (3u << 24)) return false;
-  return amx::request_amx_permission();
-}
 constexpr const char* kNoAmx =
     "this CPU has no AMX-INT8 (or Linux refused the tile state): the AMX kernels cannot run here. The project's "
     "machines (Sapphire Rapids class) have it, so this test runs there";
@@ -790,7 +783,7 @@ struct Q8Matrices {
 // The AMX Q8_0 tile gives ref::amx_dot_q8_0 bit for bit for every (row, token): rows and tokens that are and are
 // not multiples of the 16 of a tile, lengths that are and are not whole chunks of 8 blocks, integer extremes.
 TEST(QuantAmx, TileQ8_0EqualsReferenceExactly) {
-  if (!amx_usable()) GTEST_SKIP() << kNoAmx;
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
   Rng rng;
   int cases = 0;
   for (int64_t n : {32, 256, 288, 2048})
@@ -824,7 +817,7 @@ TEST(QuantAmx, TileQ8_0EqualsReferenceExactly) {
 // The tile's rows and tokens are read in place with their strides: rows farther apart than their bytes (a
 // weight slab's rows, a token's converted row in a wider scratch) give the same outputs.
 TEST(QuantAmx, TileQ8_0HonoursStrides) {
-  if (!amx_usable()) GTEST_SKIP() << kNoAmx;
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
   Rng rng;
   constexpr int64_t n = 512, nr = 19, nt = 21;
   const Q8Matrices m(n, nr, nt, rng, 0);

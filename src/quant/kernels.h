@@ -176,11 +176,9 @@ TT_FAST_KERNELS_DECL;
 namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
 TT_FAST_KERNELS_DECL;
 }
-// AMX-INT8 tiles (files *_amx.cpp, compiled for AVX-512 + AMX). Only called once request_amx_permission()
-// returned true in the process; each kernel loads its own tile configuration.
+// AMX-INT8 tiles (files *_amx.cpp, compiled for AVX-512 + AMX). Only called where amx_available() (quant.h);
+// each kernel loads its own tile configuration.
 namespace amx {
-// Asks Linux for the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM); false where the kernel refuses it.
-bool request_amx_permission();
 TT_TILE_DECL(tile_q8_0);  // ref::amx_dot_q8_0 per (row, token)
 }  // namespace amx
 

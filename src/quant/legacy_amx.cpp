@@ -9,8 +9,6 @@
 #endif
 
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -133,11 +131,6 @@ void token_group(int64_t nt, int64_t nr, const uint8_t* y, uint64_t y_row, int64
 }
 
 }  // namespace
-
-bool request_amx_permission() {
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // <asm/prctl.h>
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-}
 
 TT_TILE_DECL(tile_q8_0) {
   const uint8_t* xb = static_cast<const uint8_t*>(x);

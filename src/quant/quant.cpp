@@ -2,6 +2,8 @@
 #include "quant/quant.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -34,15 +36,6 @@ bool cpu_has_f16c() {
   return (ecx & bit_F16C) != 0;
 }
 
-// AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24, 25), and the tile data state granted by the OS.
-bool cpu_has_amx_int8() {
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  if ((edx & (3u << 24)) != (3u << 24)) return false;
-  static const bool granted = amx::request_amx_permission();  // once per process
-  return granted;
-}
-
 Isa detect_isa() {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
@@ -50,7 +43,7 @@ Isa detect_isa() {
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni");
-  if (avx512 && __builtin_cpu_supports("avx512bf16")) return cpu_has_amx_int8() ? Isa::kAmx : Isa::kAvx512Bf16;
+  if (avx512 && __builtin_cpu_supports("avx512bf16")) return amx_available() ? Isa::kAmx : Isa::kAvx512Bf16;
   if (avx512) return Isa::kAvx512Vnni;
   return avx2 ? Isa::kAvx2 : Isa::kScalar;
 }
@@ -340,6 +333,16 @@ const OpKernels& ops() {
 }
 
 }  // namespace
+
+bool amx_available() {
+  static const bool available = [] {
+    unsigned eax, ebx, ecx, edx;  // CPUID leaf 7: EDX bit 24 AMX-TILE, bit 25 AMX-INT8
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || (edx & (3u << 24)) != (3u << 24)) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // <asm/prctl.h>
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return available;
+}
 
 void DotKernel::run_tile(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y,
                          uint64_t y_row, float* out, int64_t ldo) const {

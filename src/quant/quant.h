@@ -99,6 +99,10 @@ enum class LlamaCppBuild : uint8_t { kIntelAvx512Fp16, kAmdAvx512 };
 LlamaCppBuild default_llamacpp_build();
 const char* llamacpp_build_name(LlamaCppBuild b);  // "intel-avx512fp16" or "amd-avx512"
 
+// Whether `--kernel-isa amx` can run here: the CPU has AMX-TILE and AMX-INT8 and Linux grants the tile data state
+// (asked once per process).
+bool amx_available();
+
 // Which instruction-set path the kernels use on this CPU: "amx" (AVX-512 VNNI, and AMX-INT8 tiles for Q8_0 prompt
 // batches), "avx512-vnni", "avx2" or "scalar".
 const char* kernel_isa();
