@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "quant/kernels.h"
 #include "quant/quant.h"
 
 namespace tt {
@@ -90,12 +91,10 @@ void run(benchmark::State& state, GgmlType type, bool fast) {
 
 // Prompt-sized matrix product as mul_mat tiles it: 512 weight rows x 64 tokens (n = 4096) through the type's
 // batched kernel, 16-row tiles; items/s counts multiply-adds.
-void gemm(benchmark::State& state, GgmlType type) {
+void gemm_with(benchmark::State& state, GgmlType type, const DotKernel& dot, const char* label) {
   const QuantKernels* k = find_kernels(type);
   const Fixture& f = fixture(type);
   constexpr int64_t kTokens = 64, kRowTile = 16;
-  const BatchedKernels* batched = k->batched_for(kN, kRows);
-  const DotKernel& dot = batched ? batched->for_token(0, kTokens) : k->vec_dot;
   const uint64_t y_row = tt::row_bytes(k->vec_dot_type, kN);
   std::vector<uint8_t> acts(y_row * kTokens);
   for (int64_t t = 0; t < kTokens; ++t) std::memcpy(acts.data() + t * y_row, f.act.data(), y_row);
@@ -107,7 +106,21 @@ void gemm(benchmark::State& state, GgmlType type) {
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kN * kRows * kTokens);
-  state.SetLabel(kernel_isa());
+  state.SetLabel(label);
+}
+void gemm(benchmark::State& state, GgmlType type) {
+  const QuantKernels* k = find_kernels(type);
+  const BatchedKernels* batched = k->batched_for(kN, kRows);
+  gemm_with(state, type, batched ? batched->for_token(0, 64) : k->vec_dot, kernel_isa());
+}
+// Q8_0's prompt tile per instruction set, whichever the table chose: AVX-512 VNNI and AMX side by side.
+void gemm_q8_0_avx512(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512vnni")) return state.SkipWithError("no AVX-512 VNNI on this CPU");
+  gemm_with(state, GgmlType::Q8_0, DotKernel{avx512::vec_dot_q8_0, avx512::tile_q8_0}, "avx512-vnni");
+}
+void gemm_q8_0_amx(benchmark::State& state) {
+  if (!amx_available()) return state.SkipWithError("no AMX-INT8 on this CPU (or the OS refused the tile state)");
+  gemm_with(state, GgmlType::Q8_0, DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0}, "amx");
 }
 
 void quantize_act(benchmark::State& state, GgmlType type) {
@@ -189,6 +202,8 @@ const int kRegistered = [] {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
     benchmark::RegisterBenchmark(("Gemm/" + std::string(type_name(t))).c_str(), gemm, t);
   }
+  benchmark::RegisterBenchmark("Gemm/Q8_0/avx512", gemm_q8_0_avx512);
+  benchmark::RegisterBenchmark("Gemm/Q8_0/amx", gemm_q8_0_amx);
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
     benchmark::RegisterBenchmark(("Gemv/" + std::string(type_name(t))).c_str(), gemv, t)
         ->ArgName("rows")

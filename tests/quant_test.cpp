@@ -221,7 +221,7 @@ TEST(QuantKernels, TableCoversEveryType) {
   EXPECT_EQ(find_kernels(G::IQ4_NL)->vec_dot_type, G::Q8_0);
   EXPECT_EQ(find_kernels(G::IQ2_XXS), nullptr);
   const std::string isa = kernel_isa();
-  EXPECT_TRUE(isa == "avx512-vnni" || isa == "avx512" || isa == "avx2" || isa == "scalar") << isa;
+  EXPECT_TRUE(isa == "amx" || isa == "avx512-vnni" || isa == "avx512" || isa == "avx2" || isa == "scalar") << isa;
 }
 
 // Each entry's block layout is the reader's (the kernels' block structs against gguf's type traits); the
@@ -385,7 +385,7 @@ TEST(QuantVecDot, BatchedKernelsMatchReferenceWithinRounding) {
   const std::pair<G, VecDotFn> kernels[] = {
       {G::Q4_0, ref::repack_dot_q4_0},         {G::IQ4_NL, ref::repack_dot_iq4_nl}, {G::Q4_K, ref::repack_gemv_q4_k},
       {G::Q4_K, ref::repack_gemm_q4_k},        {G::Q2_K, ref::repack_gemv_q2_k},    {G::Q2_K, ref::repack_gemm_q2_k},
-      {G::BF16, ref::vec_dot_bf16_avx512bf16}, {G::BF16, ref::dot_bf16_tinyblas},
+      {G::BF16, ref::vec_dot_bf16_avx512bf16}, {G::BF16, ref::dot_bf16_tinyblas},   {G::Q8_0, ref::amx_dot_q8_0},
   };
   for (size_t i = 0; i < std::size(kernels); ++i) {
     const auto& [t, kernel] = kernels[i];
@@ -401,7 +401,7 @@ TEST(QuantVecDot, BatchedKernelsMatchReferenceWithinRounding) {
       ++cases;
     }
   }
-  EXPECT_EQ(cases, 3 * 8);
+  EXPECT_EQ(cases, 3 * 9);
 }
 
 // The SIMD repack kernels do the integer work in vectors but the float steps one by one as the reference does:
@@ -741,7 +741,95 @@ TEST(QuantVecDot, BatchedKernelsPerToken) {
   for (int64_t t = 0; t < 5; ++t) EXPECT_EQ(whole.for_token(t, 5), whole.batch);
   // Shapes llama.cpp does not repack (rows not a multiple of 8) keep the type's vec_dot.
   EXPECT_EQ(find_kernels(G::Q4_K)->batched_for(256, 12), nullptr);
-  EXPECT_EQ(find_kernels(G::Q8_0)->batched_for(256, 256), nullptr);
+  // Q8_0 keeps vec_dot for every token, except for batches under --kernel-isa amx (tiles; a lone token still takes
+  // vec_dot).
+  const QuantKernels& q8 = *find_kernels(G::Q8_0);
+  if (kernel_isa() == std::string("amx")) {
+    ASSERT_NE(q8.batched_for(256, 256), nullptr);
+    EXPECT_EQ(q8.batched_for(256, 256)->for_token(0, 1), q8.vec_dot);
+    EXPECT_EQ(q8.batched_for(256, 256)->for_token(3, 7), (DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0}));
+  } else {
+    EXPECT_EQ(q8.batched_for(256, 256), nullptr);
+  }
+}
+
+constexpr const char* kNoAmx =
+    "this CPU has no AMX-INT8 (or Linux refused the tile state): the AMX kernels cannot run here. The project's "
+    "machines (Sapphire Rapids class) have it, so this test runs there";
+
+// A Q8_0 matrix of nr rows x n, and nt activation rows, random; optionally every weight and activation quant at
+// an extreme (-128, 127 or -127) so the int32 block sums are the largest the blocks allow.
+struct Q8Matrices {
+  std::vector<uint8_t> x, y;
+  Q8Matrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
+    for (int64_t r = 0; r < nr; ++r) {
+      auto row = random_weights(G::Q8_0, n, rng, false);
+      if (extremes)
+        for (int64_t b = 0; b < n / 32; ++b)
+          if ((b + r) % 2) std::memset(reinterpret_cast<BlockQ8_0*>(row.data())[b].qs, extremes > 1 ? 0x80 : 0x7F, 32);
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      auto row = random_activations(G::Q8_0, n, rng, false);
+      if (extremes)
+        for (int64_t b = 0; b < n / 32; ++b)
+          if ((b + t) % 3 != 2)
+            std::memset(reinterpret_cast<BlockQ8_0*>(row.data())[b].qs, extremes > 1 ? 0x80 : 0x81, 32);
+      y.insert(y.end(), row.begin(), row.end());
+    }
+  }
+};
+
+// The AMX Q8_0 tile gives ref::amx_dot_q8_0 bit for bit for every (row, token): rows and tokens that are and are
+// not multiples of the 16 of a tile, lengths that are and are not whole chunks of 8 blocks, integer extremes.
+TEST(QuantAmx, TileQ8_0EqualsReferenceExactly) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  int cases = 0;
+  for (int64_t n : {32, 256, 288, 2048})
+    for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1},
+                          {1, 2},
+                          {5, 3},
+                          {16, 16},
+                          {16, 64},
+                          {17, 15},
+                          {13, 33},
+                          {40, 17},
+                          {16, 100}})
+      for (int extremes : {0, 1, 2}) {
+        const Q8Matrices m(n, nr, nt, rng, extremes);
+        const uint64_t row = row_bytes(G::Q8_0, n);
+        const int64_t ldo = nr + 3;
+        std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
+        amx::tile_q8_0(n, nr, nt, m.x.data(), row, m.y.data(), row, got.data(), ldo);
+        for (int64_t t = 0; t < nt; ++t)
+          for (int64_t r = 0; r < nr; ++r)
+            ref::amx_dot_q8_0(n, &want[t * ldo + r], m.x.data() + r * row, m.y.data() + t * row);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << "n=" << n << " nr=" << nr << " nt=" << nt << " extremes=" << extremes << " output " << i << " (token "
+              << i / ldo << ", row " << i % ldo << "): " << got[i] << " vs " << want[i];
+        ++cases;
+      }
+  EXPECT_EQ(cases, 4 * 9 * 3);
+}
+
+// The tile's rows and tokens are read in place with their strides: rows farther apart than their bytes (a
+// weight slab's rows, a token's converted row in a wider scratch) give the same outputs.
+TEST(QuantAmx, TileQ8_0HonoursStrides) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  constexpr int64_t n = 512, nr = 19, nt = 21;
+  const Q8Matrices m(n, nr, nt, rng, 0);
+  const uint64_t row = row_bytes(G::Q8_0, n), x_row = row + 70, y_row = row + 34;
+  std::vector<uint8_t> xs(nr * x_row, 0xCC), ys(nt * y_row, 0xCC);
+  for (int64_t r = 0; r < nr; ++r) std::memcpy(xs.data() + r * x_row, m.x.data() + r * row, row);
+  for (int64_t t = 0; t < nt; ++t) std::memcpy(ys.data() + t * y_row, m.y.data() + t * row, row);
+  std::vector<float> got(nt * nr), want(nt * nr);
+  amx::tile_q8_0(n, nr, nt, xs.data(), x_row, ys.data(), y_row, got.data(), nr);
+  amx::tile_q8_0(n, nr, nt, m.x.data(), row, m.y.data(), row, want.data(), nr);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "output " << i;
 }
 
 // The scalar VDPBF16PS emulation against the instruction itself, where the CPU has it.
@@ -1079,6 +1167,15 @@ TEST(KernelIsa, LimitAfterTheTableIsBuiltOnlyConfirms) {
   EXPECT_THROW(limit_kernel_isa("sse9"), Error);
   if (in_use != "scalar") {
     EXPECT_THROW(limit_kernel_isa("scalar"), Error);
+  }
+  EXPECT_NE(in_use, "amx");
+  // amx: never chosen by auto; confirmed where it is in use, else refused (no AMX on the CPU, or the table is
+  // already built).
+  if (in_use == "amx") {
+    EXPECT_NO_THROW(limit_kernel_isa("amx"));
+    EXPECT_THROW(limit_kernel_isa("avx512"), Error);
+  } else {
+    EXPECT_THROW(limit_kernel_isa("amx"), Error);
   }
   EXPECT_EQ(kernel_isa(), in_use);
 }

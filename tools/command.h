@@ -26,12 +26,15 @@ struct Command {
 
 std::vector<Command>& commands();
 
-// --kernel-isa auto|avx2|scalar (run, bench): the value for limit_kernel_isa(), called before the model loads.
+// --kernel-isa auto|amx|avx512|avx2|scalar (run, bench): the value for limit_kernel_isa(), called before the model
+// loads.
 inline void add_kernel_isa_option(CLI::App& cmd, std::string& value, const std::string& what_records_it) {
-  cmd.add_option(
-         "--kernel-isa", value,
-         "Kernels' instruction set: auto (the CPU's best), avx2, scalar (the reference kernels); " + what_records_it)
-      ->check(CLI::IsMember({"auto", "avx2", "scalar"}));
+  cmd.add_option("--kernel-isa", value,
+                 "Kernels' instruction set: auto (the CPU's best up to avx512), amx (also AMX-INT8 tiles for Q8_0 "
+                 "prompts, in llama.cpp's AMX float order; an error without them), avx512, avx2, scalar (the reference "
+                 "kernels); " +
+                     what_records_it)
+      ->check(CLI::IsMember({"auto", "amx", "avx512", "avx2", "scalar"}));
 }
 
 // Which ends of a range() belong to it.

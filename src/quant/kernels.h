@@ -90,6 +90,9 @@ TT_VEC_DOT_DECL(repack_gemv_q4_k);
 TT_VEC_DOT_DECL(repack_gemm_q4_k);
 TT_VEC_DOT_DECL(repack_gemv_q2_k);
 TT_VEC_DOT_DECL(repack_gemm_q2_k);
+// llama.cpp's AMX kernels' order for Q8_0 (one FMA per 32-block, as repack_dot_q4_0): the batched prompt path
+// where the CPU has AMX-INT8.
+TT_VEC_DOT_DECL(amx_dot_q8_0);
 
 // Flash attention over an F16 cache, as llama.cpp computes it: K.Q as products of halves summed in double in
 // element order; V accumulated in halves (acc = f16(fma(v, s, acc))), rescaled in halves (acc = f16(acc * s)).
@@ -173,5 +176,10 @@ TT_FAST_KERNELS_DECL;
 namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
 TT_FAST_KERNELS_DECL;
 }
+// AMX-INT8 tiles (files *_amx.cpp, compiled for AVX-512 + AMX). Only called where amx_available() (quant.h);
+// each kernel loads its own tile configuration.
+namespace amx {
+TT_TILE_DECL(tile_q8_0);  // ref::amx_dot_q8_0 per (row, token)
+}  // namespace amx
 
 }  // namespace tt

@@ -2,6 +2,8 @@
 #include "quant/quant.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -17,9 +19,12 @@ namespace tt {
 namespace {
 
 // Instruction sets, each including the ones before it. kAvx512Bf16 is kAvx512Vnni on a CPU that also has
-// VDPBF16PS, where llama.cpp computes BF16 with that instruction.
-enum class Isa { kScalar, kAvx2, kAvx512Vnni, kAvx512Bf16 };
-constexpr int kIsaCount = 4;
+// VDPBF16PS, where llama.cpp computes BF16 with that instruction; kAmx adds AMX-INT8 tiles (Sapphire Rapids and
+// later) for Q8_0 prompt batches in the float order of llama.cpp's AMX kernels. That order is not the one of the
+// reference records (their llama.cpp did not take its AMX path: with it the logits of the Q8_0 models depart from
+// the records by up to 0.17), so kAmx is only chosen by name (`--kernel-isa amx`), never by "auto".
+enum class Isa { kScalar, kAvx2, kAvx512Vnni, kAvx512Bf16, kAmx };
+constexpr int kIsaCount = 5;
 
 // One value per instruction set, indexed by Isa.
 template <typename T>
@@ -38,7 +43,8 @@ Isa detect_isa() {
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni");
-  if (avx512) return __builtin_cpu_supports("avx512bf16") ? Isa::kAvx512Bf16 : Isa::kAvx512Vnni;
+  if (avx512 && __builtin_cpu_supports("avx512bf16")) return amx_available() ? Isa::kAmx : Isa::kAvx512Bf16;
+  if (avx512) return Isa::kAvx512Vnni;
   return avx2 ? Isa::kAvx2 : Isa::kScalar;
 }
 
@@ -72,17 +78,17 @@ struct Entry {
 };
 
 // A kernel's functions in the scalar reference, AVX2 and AVX-512 namespaces (the same name in each), or in the
-// two SIMD ones. AVX-512 + BF16 runs the AVX-512 kernels (only BF16's entry tells them apart).
+// two SIMD ones. AVX-512 + BF16 and AMX run the AVX-512 kernels (only the BF16 and Q8_0 entries tell them apart).
 #define TT_EACH_ISA(name) ref::name, avx2::name, avx512::name
 #define TT_SIMD(name) avx2::name, avx512::name
 
 PerIsa<QuantizeRowFn> each_isa(QuantizeRowFn scalar, QuantizeRowFn avx2, QuantizeRowFn avx512) {
-  return {scalar, avx2, avx512, avx512};
+  return {scalar, avx2, avx512, avx512, avx512};
 }
 // Dot products, with their tile kernels where the SIMD sets have them.
 PerIsa<DotKernel> each_isa(VecDotFn scalar, VecDotFn avx2, VecDotFn avx512, TileFn avx2_tile = nullptr,
                            TileFn avx512_tile = nullptr) {
-  return {DotKernel{scalar}, DotKernel{avx2, avx2_tile}, DotKernel{avx512, avx512_tile},
+  return {DotKernel{scalar}, DotKernel{avx2, avx2_tile}, DotKernel{avx512, avx512_tile}, DotKernel{avx512, avx512_tile},
           DotKernel{avx512, avx512_tile}};
 }
 
@@ -99,6 +105,21 @@ BatchedKernels repacked(DotKernel gemv, DotKernel gemm) {
 PerIsa<std::optional<BatchedKernels>> repacked(const PerIsa<DotKernel>& gemv, const PerIsa<DotKernel>& gemm) {
   PerIsa<std::optional<BatchedKernels>> out;
   for (int i = 0; i < kIsaCount; ++i) out[i] = repacked(gemv[i], gemm[i]);
+  return out;
+}
+
+// BF16 batches through tinyBLAS where the CPU has VDPBF16PS (K in whole 32-element steps, N in groups of 4).
+BatchedKernels bf16_tinyblas() {
+  return {BatchedKernels::Grouping::kWholeBatch, [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; },
+          DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::dot_bf16_tinyblas}};
+}
+
+// Q8_0 batches (M > 1) through AMX tiles in llama.cpp's AMX order; single tokens keep vec_dot.
+PerIsa<std::optional<BatchedKernels>> q8_0_amx(const PerIsa<DotKernel>& vec_dot) {
+  PerIsa<std::optional<BatchedKernels>> out;
+  out[static_cast<int>(Isa::kAmx)] =
+      BatchedKernels{BatchedKernels::Grouping::kWholeBatch, [](int64_t, int64_t) { return true; },
+                     vec_dot[static_cast<int>(Isa::kAmx)], DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0}};
   return out;
 }
 
@@ -138,11 +159,8 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_bf16,
        .quantize_activations = each_isa(ref::quantize_bf16, ref::quantize_bf16, ref::quantize_bf16),
        .vec_dot = {DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16},
-                   DotKernel{ref::vec_dot_bf16_avx512bf16}},
-       .batched = {std::nullopt, std::nullopt, std::nullopt,
-                   BatchedKernels{BatchedKernels::Grouping::kWholeBatch,
-                                  [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; },
-                                  DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::dot_bf16_tinyblas}}}},
+                   DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::vec_dot_bf16_avx512bf16}},
+       .batched = {std::nullopt, std::nullopt, std::nullopt, bf16_tinyblas(), bf16_tinyblas()}},
       {.type = G::Q4_0,
        .vec_dot_type = G::Q8_0,
        .block_size = kQK4_0,
@@ -185,7 +203,8 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_q8_0,
        .vec_dot_ref = ref::vec_dot_q8_0,
        .quantize_activations = each_isa(TT_EACH_ISA(quantize_q8_0_x86)),
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q8_0), TT_SIMD(tile_q8_0))},
+       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q8_0), TT_SIMD(tile_q8_0)),
+       .batched = q8_0_amx(each_isa(TT_EACH_ISA(vec_dot_q8_0), TT_SIMD(tile_q8_0)))},
       {.type = G::Q8_1,
        .vec_dot_type = G::Q8_1,
        .block_size = kQK8_1,
@@ -203,6 +222,7 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_q2_k,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q2_k)),
        .batched = {std::nullopt, std::nullopt,
+                   repacked(DotKernel{ref::repack_gemv_q2_k}, DotKernel{ref::repack_gemm_q2_k}),
                    repacked(DotKernel{ref::repack_gemv_q2_k}, DotKernel{ref::repack_gemm_q2_k}),
                    repacked(DotKernel{ref::repack_gemv_q2_k}, DotKernel{ref::repack_gemm_q2_k})}},
       {.type = G::Q3_K,
@@ -308,11 +328,21 @@ struct OpKernels {
 
 const OpKernels& ops() {
   static const PerIsa<OpKernels> all = {TT_OP_KERNELS(ref), TT_OP_KERNELS(avx2), TT_OP_KERNELS(avx512),
-                                        TT_OP_KERNELS(avx512)};
+                                        TT_OP_KERNELS(avx512), TT_OP_KERNELS(avx512)};
   return all[static_cast<int>(isa())];
 }
 
 }  // namespace
+
+bool amx_available() {
+  static const bool available = [] {
+    unsigned eax, ebx, ecx, edx;  // CPUID leaf 7: EDX bit 24 AMX-TILE, bit 25 AMX-INT8
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || (edx & (3u << 24)) != (3u << 24)) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // <asm/prctl.h>
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return available;
+}
 
 void DotKernel::run_tile(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y,
                          uint64_t y_row, float* out, int64_t ldo) const {
@@ -331,14 +361,18 @@ const QuantKernels* find_kernels(GgmlType type) {
 
 void limit_kernel_isa(std::string_view name) {
   Isa cap;
-  if (name == "auto")
+  if (name == "amx")
+    cap = Isa::kAmx;
+  else if (name == "auto" || name == "avx512")
     cap = Isa::kAvx512Bf16;
   else if (name == "avx2")
     cap = Isa::kAvx2;
   else if (name == "scalar")
     cap = Isa::kScalar;
   else
-    fail("unknown kernel instruction set '{}' (expected auto, avx2 or scalar)", name);
+    fail("unknown kernel instruction set '{}' (expected auto, amx, avx512, avx2 or scalar)", name);
+  if (name == "amx" && std::min(detect_isa(), cap) != Isa::kAmx)
+    fail("--kernel-isa amx: this CPU has no AMX-INT8 tiles, or the kernel does not grant their state");
   if (isa_fixed.load()) {
     if (std::min(detect_isa(), cap) != isa())
       fail("the kernels are already chosen ({}): '{}' comes too late", kernel_isa(), name);
@@ -349,6 +383,8 @@ void limit_kernel_isa(std::string_view name) {
 
 const char* kernel_isa() {
   switch (isa()) {
+    case Isa::kAmx:
+      return "amx";
     case Isa::kAvx512Vnni:
     case Isa::kAvx512Bf16:
       return "avx512-vnni";

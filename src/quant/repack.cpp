@@ -8,6 +8,7 @@
 //   - Q4_K gemv: per super-block, acc = fma(float(sum_j sc_j * dot_j), d_w * d_a, acc) and
 //     acc_min = fma(float(sum_j m_j * bsum_j), dmin_w * d_a, acc_min); result acc - acc_min;
 //   - Q4_K gemm: the same, but one FMA per pair of 32-element sub-blocks (64 elements);
+//   - Q8_0 in llama.cpp's AMX kernels (ggml-cpu/amx/mmq.cpp, on CPUs with AMX-INT8): the Q4_0 order;
 //   - Q2_K (AVX-512 only): gemv one FMA per super-block, gemm one per half super-block (128 elements), each for
 //     acc (scales) and acc_min (mins); result acc - acc_min.
 #include <cmath>
@@ -28,6 +29,12 @@ int dot32_q4_0(const BlockQ4_0& x, const int8_t* a) {
     s += ((x.qs[j] & 0xF) - 8) * a[j];
     s += ((x.qs[j] >> 4) - 8) * a[j + 16];
   }
+  return s;
+}
+
+int dot32_q8_0(const BlockQ8_0& x, const int8_t* a) {
+  int s = 0;
+  for (int j = 0; j < 32; ++j) s += x.qs[j] * a[j];
   return s;
 }
 
@@ -117,6 +124,7 @@ void repack_gemm_q2_k(int64_t n, float* r, const void* x, const void* y) { repac
 void repack_dot_q4_0(int64_t n, float* r, const void* x, const void* y) {
   repack_b32<BlockQ4_0, dot32_q4_0>(n, r, x, y);
 }
+void amx_dot_q8_0(int64_t n, float* r, const void* x, const void* y) { repack_b32<BlockQ8_0, dot32_q8_0>(n, r, x, y); }
 void repack_dot_iq4_nl(int64_t n, float* r, const void* x, const void* y) {
   repack_b32<BlockIQ4_NL, dot32_iq4_nl>(n, r, x, y);
 }

@@ -85,6 +85,21 @@ fi
 [ "$(grep -Ec '^\| stories260K \| [^|]+ \| [^|]+ \| CPU scalar \| 1 \| off \| (pp4|tg4) \|' "$scratch/scalar")" -eq 2 ] ||
   fail "bench --kernel-isa scalar: expected two rows on 'CPU scalar': $(cat "$scratch/scalar")"
 
+# amx where the CPU has AMX-INT8 (the project's machines): the backend column says so, and avx512 keeps the
+# AVX-512 VNNI kernels; elsewhere amx is refused by name.
+if grep -qw amx_int8 /proc/cpuinfo; then
+  for isa in amx:amx avx512:avx512-vnni; do
+    "$bin" bench -m "$model" -p 4 -n 0 -t 1 -r 1 --kernel-isa "${isa%%:*}" >"$scratch/isa" 2>/dev/null ||
+      fail "bench --kernel-isa ${isa%%:*} exited non-zero"
+    grep -Eq "^\| stories260K \| [^|]+ \| [^|]+ \| CPU ${isa#*:} \| 1 \| off \| pp4 \|" "$scratch/isa" ||
+      fail "bench --kernel-isa ${isa%%:*}: expected a row on 'CPU ${isa#*:}': $(cat "$scratch/isa")"
+  done
+elif "$bin" bench -m "$model" -p 4 -n 0 -t 1 -r 1 --kernel-isa amx >/dev/null 2>"$scratch/err"; then
+  fail "bench --kernel-isa amx exited 0 on a CPU without AMX-INT8"
+elif ! grep -q 'no AMX-INT8' "$scratch/err"; then
+  fail "bench --kernel-isa amx without AMX: unclear error: $(cat "$scratch/err")"
+fi
+
 # Bad values: a clear error and a non-zero exit.
 for args in "-r 0" "-p 0 -n 0" "-t 0" "-n -3" "--kernel-isa sse9"; do
   # shellcheck disable=SC2086
