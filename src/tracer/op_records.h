@@ -31,8 +31,9 @@ class OpRecords {
   OpRecords(trace::TraceWriter& writer, int n_threads, uint64_t run_start_ns, bool compact);
   // start_ns: relative to the run's start.
   void on_step_begin(uint32_t step, Phase phase, int32_t pos_begin, int32_t pos_end, uint64_t start_ns);
-  // Before the step runs g, whose catalog entry is `graph` (same_as_previous: the previous step ran it too). With
-  // values, each record carries its op's statistics (then every record is whole).
+  // Before the step runs g, whose catalog entry is `graph` (same_as_previous: the previous step ran it too); on a
+  // compact step it compares the graph's compared nodes here. With values, each record carries its op's statistics
+  // (then every record is whole).
   void on_graph_ready(const Graph& g, const GraphEntry& graph, bool same_as_previous, bool values);
   // Where thread `thread` stores its span of every node (ExecObserver::span_slots).
   WorkerSpan* span_slots(int thread) { return spans_[static_cast<size_t>(thread)].data(); }
