@@ -81,7 +81,7 @@ GraphEntry GraphCatalog::make_entry(const Graph& g, const AllocPlan& plan) {
   for (const Node& n : g.nodes()) {
     const uint32_t i = static_cast<uint32_t>(names.repeatable.size());
     // MUL_MAT_ID reads the experts this step's router chose: known only once the node starts, so compared at the
-    // step's end (routed), not in the waits before it.
+    // step's end (routed), not before the step runs with the other compared nodes.
     const bool routed = has_routed_reads(n);
     bool fixed = !routed && n.op != OpKind::GET_ROWS && n.write.pool != Pool::KV_CACHE &&
                  n.out->storage().pool != Pool::KV_CACHE;

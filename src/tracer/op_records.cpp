@@ -46,18 +46,23 @@ void OpRecords::on_graph_ready(const Graph& g, const GraphEntry& graph, bool sam
   graph_ = &g;
   entry_ = &graph;
   compact_ = compact_option_ && !values && same_as_previous;
-  if (placed_.size() < n) placed_.resize(n);
   if (compact_option_ && fields_.size() < n) fields_.resize(n);
   choices_.assign(n, Choice::ADVANCE);  // the repeatable nodes' (not compared)
   change_spans_.resize(n);
   changes_.clear();
+  // The compared nodes' placement is final here (the engine has just patched and resolved it) and still in the
+  // caches; at the step's end, after the weights have streamed through them, the same comparison costs about twice
+  // as much (docs/performance.md). Routed nodes get their reads during the step: compared at its end.
+  if (compact_)
+    for (const uint32_t i : entry_->compared) choose_node(i);
   ns_before_ = now_ns();
   ticks_before_ = tick_count();
 }
 
 trace::OpRecord& OpRecords::place(size_t i) {
   const Node& n = graph_->nodes()[i];
-  trace::OpRecord& r = placed_[i];
+  if (placed_.size() <= n.src.size()) placed_.resize(n.src.size() + 1);
+  trace::OpRecord& r = placed_[n.src.size()];
   fill_tensor(r.out, *n.out);
   r.write = to_record(n.write);
   r.inputs.resize(n.src.size());
@@ -92,6 +97,12 @@ OpRecords::Choice OpRecords::choose(size_t i) {
   return Choice::DELTA;
 }
 
+void OpRecords::choose_node(uint32_t i) {
+  const auto first = static_cast<uint32_t>(changes_.size());
+  choices_[i] = choose(i);
+  change_spans_[i] = {first, static_cast<uint32_t>(changes_.size())};
+}
+
 void OpRecords::spans_to_ns() {
   // ns = ns_before + (ticks - ticks_before) * scale / 2^32, clamped to the step (counter reads on other cores may
   // differ by a few ticks).
@@ -113,15 +124,8 @@ void OpRecords::spans_to_ns() {
 void OpRecords::on_step_end(const StepOutcome& o, const ValueCheck& values, IoProbe* io, uint64_t now_ns) {
   spans_to_ns();
   const size_t n = choices_.size();
-  if (compact_) {
-    auto choose_node = [&](uint32_t i) {
-      const auto first = static_cast<uint32_t>(changes_.size());
-      choices_[i] = choose(i);
-      change_spans_[i] = {first, static_cast<uint32_t>(changes_.size())};
-    };
-    for (const uint32_t i : entry_->compared) choose_node(i);
+  if (compact_)
     for (const uint32_t i : entry_->routed) choose_node(i);
-  }
   writer_.step_begin(marker_);
   size_t run_begin = n;  // first node of the pending OP_ADVANCES_PACKED run (n: none)
   auto end_run = [&](size_t stop) {
@@ -160,8 +164,7 @@ void OpRecords::on_step_end(const StepOutcome& o, const ValueCheck& values, IoPr
 void OpRecords::write_op(size_t i, Choice choice, std::span<const std::pair<uint32_t, uint64_t>> changes,
                          const ValueCheck& values) {
   const Node& n = graph_->nodes()[i];
-  // A DELTA's placement was made by choose(); a whole record's is made here.
-  trace::OpRecord& r = choice == Choice::DELTA ? placed_[i] : place(i);
+  trace::OpRecord& r = place(i);
   r.step = marker_.step;
   r.node = static_cast<uint32_t>(i);
   r.phase = marker_.phase;

@@ -31,8 +31,9 @@ class OpRecords {
   OpRecords(trace::TraceWriter& writer, int n_threads, uint64_t run_start_ns, bool compact);
   // start_ns: relative to the run's start.
   void on_step_begin(uint32_t step, Phase phase, int32_t pos_begin, int32_t pos_end, uint64_t start_ns);
-  // Before the step runs g, whose catalog entry is `graph` (same_as_previous: the previous step ran it too). With
-  // values, each record carries its op's statistics (then every record is whole).
+  // Before the step runs g, whose catalog entry is `graph` (same_as_previous: the previous step ran it too); on a
+  // compact step it compares the graph's compared nodes here. With values, each record carries its op's statistics
+  // (then every record is whole).
   void on_graph_ready(const Graph& g, const GraphEntry& graph, bool same_as_previous, bool values);
   // Where thread `thread` stores its span of every node (ExecObserver::span_slots).
   WorkerSpan* span_slots(int thread) { return spans_[static_cast<size_t>(thread)].data(); }
@@ -53,10 +54,11 @@ class OpRecords {
     std::vector<uint64_t> last;
     std::vector<std::pair<uint32_t, uint64_t>> stride;
   };
-  // Node i's placement into its record (placed_[i]), the one definition the records and the choice share.
+  // Node i's placement into a record (placed_[its input count]), the one definition the records and the choice share.
   trace::OpRecord& place(size_t i);
   // Updates fields_[i] for ADVANCE and DELTA, and appends a DELTA's changes to changes_.
   Choice choose(size_t i);
+  void choose_node(uint32_t i);  // choose(i) into choices_[i], its DELTA's changes into change_spans_[i]
   void spans_to_ns();
   void write_op(size_t i, Choice choice, std::span<const std::pair<uint32_t, uint64_t>> changes,
                 const ValueCheck& values);
@@ -77,8 +79,10 @@ class OpRecords {
   std::vector<std::vector<WorkerSpan>> spans_;
   // tick_count() and now_ns() read together before the graph runs and again after: ticks in between map linearly.
   uint64_t ticks_before_ = 0, ns_before_ = 0;
-  std::vector<NodeFields> fields_;       // [node]; kept only when compact
-  std::vector<trace::OpRecord> placed_;  // [node]: its record, reused step after step (no allocation)
+  std::vector<NodeFields> fields_;  // [node]; kept only when compact
+  // [inputs]: the record place() fills for a node of that many inputs. One per count rather than one per node: the
+  // few records stay in the caches, and their vectors keep their capacity (no allocation).
+  std::vector<trace::OpRecord> placed_;
   std::vector<Choice> choices_;
   std::vector<std::pair<uint32_t, uint32_t>> change_spans_;  // [node]: its DELTA's changes in changes_
   std::vector<std::pair<uint32_t, uint64_t>> changes_;
