@@ -336,7 +336,7 @@ void WeightStore::acquire(int node, const Node& n) {
   units_of(n, scratch_);
   std::unique_lock lock(mu_);
   running_node_ = static_cast<uint32_t>(node);
-  if (options_.prefetch != WeightStoreOptions::Prefetch::NONE) on_node(node, n);
+  if (options_.prefetch != WeightStoreOptions::Prefetch::NONE) on_node(node);
   for (uint32_t key : scratch_) {
     const Unit& u = units_[key];
     if (options_.policy == cache::Policy::OPT) {
@@ -409,7 +409,7 @@ void WeightStore::enqueue(uint32_t key) {
   queue_.push_back(key);
 }
 
-void WeightStore::on_node(int node, const Node& n) {
+void WeightStore::on_node(int node) {
   if (options_.prefetch == WeightStoreOptions::Prefetch::RECORDED) {
     // The recorded accesses up to one layer's units past this node's last.
     const size_t until = std::min(recorded_.size(), demand_accesses_ + scratch_.size() + ahead_);
@@ -417,7 +417,6 @@ void WeightStore::on_node(int node, const Node& n) {
     if (!queue_.empty()) work_.notify_one();
     return;
   }
-  (void)n;
   if (!scratch_.empty()) {
     const uint32_t phase = units_[scratch_.front()].phase;
     if (phase != current_phase_) {

@@ -137,8 +137,8 @@ class WeightStore final : public NodeResidency {
   const cache::Outcome& cache_access(uint32_t key, bool prefetch);
   void pin(uint32_t key);
   void unpin(uint32_t key);
-  void enqueue(uint32_t key);             // mu_ held
-  void on_node(int node, const Node& n);  // mu_ held: NEXT_LAYER / RECORDED requests as node starts
+  void enqueue(uint32_t key);  // mu_ held
+  void on_node(int node);      // mu_ held: NEXT_LAYER / RECORDED requests as node starts
   void prefetch_loop();
   void stop_prefetcher();
   const Unit* unit_at(uint64_t file_offset) const;
