@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "analysis/weight_cache.h"
 #include "cache/policy_cache.h"
 #include "core/error.h"
 #include "model/engine.h"
@@ -20,16 +21,22 @@
 namespace tt {
 namespace {
 
-WeightStoreOptions opts(const std::string& budget, cache::Policy policy) {
+WeightStoreOptions opts(const std::string& budget, cache::Policy policy,
+                        WeightStoreOptions::Prefetch prefetch = WeightStoreOptions::Prefetch::NONE) {
   WeightStoreOptions o;
   o.budget = budget;
   o.policy = policy;
+  o.prefetch = prefetch;
   return o;
 }
 
-// The logits of the prompt step and of n greedy steps after it.
-std::vector<std::vector<float>> greedy_logits(const Model& model, WeightStore* store, int n, int threads = 2) {
-  Engine engine(model, {0, threads});
+// The logits of the prompt step and of n greedy steps after it (moe_predict: the engine predicts next layers'
+// experts, which next-layer prefetch needs on a mixture-of-experts model).
+std::vector<std::vector<float>> greedy_logits(const Model& model, WeightStore* store, int n, int threads = 2,
+                                              bool moe_predict = false) {
+  EngineOptions eo{0, threads};
+  eo.moe_predict = moe_predict;
+  Engine engine(model, eo);
   if (store) engine.set_residency(store);
   std::vector<int32_t> tokens = model.tokenizer->encode("Once upon a time", true);
   std::vector<std::vector<float>> out;
@@ -43,16 +50,23 @@ std::vector<std::vector<float>> greedy_logits(const Model& model, WeightStore* s
   return out;
 }
 
-void expect_same_logits(const std::string& path, const std::string& budget, cache::Policy policy) {
+void expect_same_logits(const std::string& path, const std::string& budget, cache::Policy policy,
+                        WeightStoreOptions::Prefetch prefetch = WeightStoreOptions::Prefetch::NONE) {
   const auto plain = greedy_logits(*load_model(path), nullptr, 6);
   auto model = load_model(path);
-  WeightStore store(*model, opts(budget, policy));
-  const auto budgeted = greedy_logits(*model, &store, 6);
+  WeightStore store(*model, opts(budget, policy, prefetch));
+  const bool moe = model->config.n_expert > 0 && prefetch == WeightStoreOptions::Prefetch::NEXT_LAYER;
+  const auto budgeted = greedy_logits(*model, &store, 6, 2, moe);
+  store.finish();
   ASSERT_EQ(plain.size(), budgeted.size());
   for (size_t s = 0; s < plain.size(); ++s)
     EXPECT_EQ(std::memcmp(plain[s].data(), budgeted[s].data(), plain[s].size() * sizeof(float)), 0)
         << path << " step " << s << " under " << cache::policy_name(policy) << " " << budget;
-  EXPECT_GT(store.totals().misses, 0u) << path;
+  EXPECT_GT(store.totals().misses + store.totals().prefetches, 0u) << path;
+  if (prefetch != WeightStoreOptions::Prefetch::NONE) {
+    EXPECT_GT(store.totals().prefetches, 0u) << path;
+    EXPECT_GT(store.totals().prefetch_hits, 0u) << path;
+  }
 }
 
 TEST(WeightStore, DenseLogitsBitIdenticalUnderHalfBudget) {
@@ -132,6 +146,162 @@ TEST(WeightStore, ResidentSetWithinBudget) {
     engine.eval(std::span(&t, 1));
   }
   EXPECT_LE(store.totals().peak_resident_bytes, store.budget());
+}
+
+TEST(WeightStore, PrefetchKeepsDenseLogitsBitIdentical) {
+  for (cache::Policy p : {cache::Policy::LRU, cache::Policy::LEAST_STALE})
+    for (const char* budget : {"50%", "100%"})
+      expect_same_logits(test::repo_path("models/stories260K.gguf"), budget, p,
+                         WeightStoreOptions::Prefetch::NEXT_LAYER);
+  expect_same_logits(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"), "60%", cache::Policy::LRU,
+                     WeightStoreOptions::Prefetch::NEXT_LAYER);
+}
+
+TEST(WeightStore, PrefetchKeepsMoeLogitsBitIdentical) {
+  TT_REQUIRE_SHARED();
+  const std::string path = test::shared_path("models/synth-qwen3moe-256.Q4_K_M.gguf");
+  expect_same_logits(path, "50%", cache::Policy::LRU, WeightStoreOptions::Prefetch::NEXT_LAYER);
+  expect_same_logits(path, "100%", cache::Policy::LRU, WeightStoreOptions::Prefetch::NEXT_LAYER);
+}
+
+// Prefetch reads come in the cache's order, as prefetch accesses, and later demand accesses find their units.
+TEST(WeightStore, PrefetchedUnitsAreHitByLaterDemand) {
+  auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"));
+  WeightStore store(*model, opts("100%", cache::Policy::LRU, WeightStoreOptions::Prefetch::NEXT_LAYER));
+  store.keep_accesses();
+  greedy_logits(*model, &store, 4);
+  store.finish();
+  std::vector<WeightAccess> acc;
+  store.take_accesses(acc);
+  std::vector<int> state(store.units().size(), 0);  // 1: prefetched, not yet used
+  uint64_t prefetches = 0, hits_on_prefetched = 0, demand = 0;
+  for (const WeightAccess& a : acc) {
+    if (a.prefetch) {
+      EXPECT_FALSE(a.hit);
+      EXPECT_GE(a.end_ns, a.start_ns);
+      EXPECT_EQ(state[a.unit], 0) << "unit " << a.unit << " prefetched while resident";
+      state[a.unit] = 1, ++prefetches;
+      continue;
+    }
+    ++demand;
+    if (state[a.unit] == 1) {
+      EXPECT_TRUE(a.hit) << "a prefetched unit missed (its 100% budget evicts nothing)";
+      EXPECT_TRUE(a.prefetch_hit);
+      ++hits_on_prefetched;
+    }
+    state[a.unit] = 2;
+  }
+  EXPECT_EQ(demand, store.totals().accesses);
+  EXPECT_EQ(prefetches, store.totals().prefetches);
+  EXPECT_GT(prefetches, 0u);
+  EXPECT_EQ(hits_on_prefetched, store.totals().prefetch_hits);
+  EXPECT_GT(hits_on_prefetched, prefetches / 2);
+}
+
+TEST(WeightStore, ResidentSetWithinBudgetWithPrefetch) {
+  for (const char* budget : {"45%", "60%"}) {
+    auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"));
+    WeightStore store(*model, opts(budget, cache::Policy::LRU, WeightStoreOptions::Prefetch::NEXT_LAYER));
+    Engine engine(*model, {0, 2});
+    engine.set_residency(&store);
+    std::vector<int32_t> tokens = model->tokenizer->encode("Once upon a time", true);
+    engine.eval(tokens);
+    for (int i = 0; i < 6; ++i) {
+      // The prefetcher may be reading now: the kernel's count of the region's pages stays within the budget.
+      for (int k = 0; k < 20; ++k)
+        EXPECT_LE(store.measured_resident_bytes(), store.budget()) << budget << " step " << i;
+      const int32_t t = 1;
+      engine.eval(std::span(&t, 1));
+    }
+    store.finish();
+    EXPECT_GT(store.totals().prefetches, 0u) << budget;
+    EXPECT_LE(store.totals().peak_resident_bytes, store.budget()) << budget;
+    EXPECT_LE(store.measured_resident_bytes(), store.budget()) << budget;
+  }
+}
+
+// The embedding is cut into row groups: a one-token step reads one of them, and the embedding no longer sets the
+// smallest budget.
+TEST(WeightStore, EmbeddingRowsAreUnits) {
+  auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"));
+  ASSERT_FALSE(model->weights.output_tied);
+  WeightStore store(*model, opts("100%", cache::Policy::LRU));
+  const std::string embd = model->weights.token_embd->name;
+  size_t groups = 0;
+  for (const WeightStore::Unit& u : store.units())
+    if (u.tensor == model->weights.token_embd) {
+      ++groups;
+      EXPECT_EQ(u.region_offset % store.page_bytes(), 0u);
+      EXPECT_EQ(u.bytes % u.tensor->row_size(), 0u);
+    }
+  EXPECT_GT(groups, 1u);
+  store.keep_accesses();
+  Engine engine(*model, {0, 2});
+  engine.set_residency(&store);
+  const int32_t t = 5;
+  engine.eval(std::span(&t, 1));
+  std::vector<WeightAccess> acc;
+  store.take_accesses(acc);
+  size_t embd_accesses = 0;
+  for (const WeightAccess& a : acc) embd_accesses += store.units()[a.unit].tensor == model->weights.token_embd;
+  EXPECT_EQ(embd_accesses, 1u);
+  // The smallest budget is set by the output weight, which every step reads whole, not by the embedding.
+  WeightStore small(*model, opts("4K", cache::Policy::LRU));
+  try {
+    small.require(4);
+    FAIL() << "a 4 KiB budget was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'output.weight' needs"), std::string::npos) << e.what();
+  }
+}
+
+// analyze's replays of a prefetch run's stream are simulate_cache's of the same stream, with and without its
+// prefetch accesses.
+TEST(WeightStore, AnalyzePrefetchReplayIsSimulateCache) {
+  RunData run;
+  run.dir = "synthetic";
+  run.run = {{"weight_cache",
+              {{"policy", "lru"},
+               {"budget_bytes", 3 * 4096},
+               {"page_bytes", 4096},
+               {"n_phases", 4},
+               {"prefetch", "next-layer"}}}};
+  // Units at offsets 0..4 (4 KiB each) over layers: demand accesses with prefetches of the next one between.
+  uint32_t node = 0;
+  for (uint32_t step = 0; step < 3; ++step)
+    for (uint64_t u = 0; u < 5; ++u) {
+      trace::WeightLoadRecord d{step,  node++, fmt::format("blk.{}.w", u % 2), -1, u * 4096, 4096, 0, 0, 0,
+                                false, false};
+      d.hit = step > 0 && u < 2;
+      run.trace.weight_loads.push_back(d);
+      trace::WeightLoadRecord p = d;
+      p.offset = ((u + 1) % 5) * 4096;
+      p.prefetch = true, p.hit = false;
+      run.trace.weight_loads.push_back(p);
+    }
+  const auto s = analysis::weight_cache_section(run);
+  ASSERT_TRUE(s.has_value());
+  const std::vector<cache::Access> stream = analysis::weight_access_stream(run, 4096, 4);
+  ASSERT_EQ(stream.size(), run.trace.weight_loads.size());
+  std::vector<cache::Access> demand;
+  for (const cache::Access& a : stream)
+    if (!a.prefetch) demand.push_back(a);
+  for (const auto& [got, want] :
+       {std::pair{s->replay_prefetch, analysis::simulate_cache(stream, 3 * 4096, cache::Policy::LRU)},
+        std::pair{s->replay_demand, analysis::simulate_cache(demand, 3 * 4096, cache::Policy::LRU)}}) {
+    EXPECT_EQ(got.accesses, want.accesses);
+    EXPECT_EQ(got.hits, want.hits);
+    EXPECT_EQ(got.bytes_missed, want.bytes_missed);
+    EXPECT_EQ(got.prefetches, want.prefetches);
+    EXPECT_EQ(got.useful_prefetches, want.useful_prefetches);
+  }
+  EXPECT_GT(s->replay_prefetch.useful_prefetches, 0u);
+  EXPECT_EQ(s->replay_demand.prefetches, 0u);
+  EXPECT_EQ(s->accesses, 15u);
+  EXPECT_EQ(s->prefetches, 15u);
+  const nlohmann::json j = analysis::weight_cache_json(*s);
+  EXPECT_EQ(j["replay_prefetch"]["hits"], s->replay_prefetch.hits);
+  EXPECT_EQ(j["replay_no_prefetch"]["hits"], s->replay_demand.hits);
 }
 
 TEST(WeightStore, BudgetBelowOneNodeIsRefusedWithTheNumberNeeded) {

@@ -1,6 +1,7 @@
 // tensortrace analyze RUN_DIR [RUN_DIR...] [--json] [-o REPORT_DIR] [--cache-sim SIZES] [--policy P,...]
 //                            [--granularity page|tensor] [--expert-cache SIZES [--scope global|per-layer]
 //                            [--prefetch none|predicted|previous-token] [--read-gbps X]] [--compare RUN_B]
+//                            [--io-rates BENCH_JSON]
 // Access order, hot/cold bytes, file versus buffers, predictability, memory pressure, speed, I/O and cache
 // simulation of one run (docs/analysis.md); with --compare, a side-by-side of two runs; with several runs and
 // --expert-cache, the expert-cache replay of their routing pooled as one workload.
@@ -20,7 +21,7 @@ namespace {
 struct AnalyzeArgs {
   std::vector<std::string> run_dirs;
   std::string report_dir, cache_sim, policy, granularity = "page", compare, expert_cache, scope = "global",
-                                             prefetch = "none";
+                                             prefetch = "none", io_rates;
   bool json = false;
   uint64_t page_bytes = 4096;
   double read_gbps = 0;
@@ -58,6 +59,7 @@ int run(const AnalyzeArgs& a) {
   else
     fail("--granularity must be page or tensor, got '{}'", a.granularity);
   opt.page_bytes = a.page_bytes;
+  if (!a.io_rates.empty()) opt.storage = read_storage_rates(a.io_rates);
 
   const RunData run = load_run(a.run_dirs.front());
   if (!opt.experts.sizes.empty() && run.trace.routing.empty())
@@ -107,6 +109,8 @@ RegisterCommand reg(
                      "Cache policies: lru, lfu, fifo, lru-2, least-stale, opt (comma-separated; default: lru, lfu, "
                      "fifo, opt for --cache-sim, all for --expert-cache)");
       cmd.add_option("--granularity", a->granularity, "Cache unit: page or tensor");
+      cmd.add_option("--io-rates", a->io_rates,
+                     "A budgeted run: show its read rate beside the storage's (the JSON of bench --io --json)");
       cmd.add_option("--page-size", a->page_bytes, "Page size in bytes for page granularity and reuse distances")
           ->check(range<uint64_t>(1, analysis::kMaxPageBytes));
       cmd.add_option(

@@ -1,16 +1,24 @@
 // tensortrace bench -m MODEL [-p 128] [-n 64] [-t THREADS] [-r REPS] [--trace] [--kernel-isa avx2]: prompt processing
 // and generation speed as mean ± standard deviation over repetitions after a warm-up, in llama-bench's table layout,
 // and generation's weight-read rate beside the machine's read bandwidth. tensortrace bench --bandwidth [-t THREADS]:
-// that bandwidth alone.
+// that bandwidth alone. tensortrace bench --io -m MODEL [--json]: the model file's sequential and 4 KiB-random read
+// rates from storage (O_DIRECT, or after posix_fadvise(DONTNEED) where the filesystem refuses it).
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
 #include <thread>
 
 #include "analysis/bandwidth.h"
 #include "analysis/sample_stats.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/work_split.h"
 #include "model/generate.h"
@@ -31,6 +39,8 @@ struct BenchArgs {
   bool trace = false;
   bool trace_overhead = false;  // alternate untraced and traced repetitions in one process
   bool bandwidth = false;       // only the machine's read bandwidth
+  bool io = false;              // only the model file's storage read rates
+  bool json = false;            // --io: print JSON
   std::string kernel_isa = "auto";
 };
 
@@ -135,9 +145,108 @@ int bench_bandwidth(const BenchArgs& a) {
   return 0;
 }
 
+// The storage read rates of a file: sequential (4 MiB reads from the start, up to kIoSequentialBytes) and random
+// (4 KiB reads at 4 KiB-aligned offsets, up to kIoRandomReads or kIoRandomNs), past the page cache.
+constexpr uint64_t kIoChunk = 4 << 20, kIoBlock = 4096, kIoSequentialBytes = 1ull << 30, kIoRandomReads = 20000,
+                   kIoRandomNs = 2'000'000'000;
+
+struct IoRates {
+  double sequential = 0, random_4k = 0;  // bytes/s
+  uint64_t sequential_bytes = 0, random_reads = 0;
+  std::string method;  // "O_DIRECT", or "fadvise(DONTNEED)" with why O_DIRECT was not used
+  std::string note;
+};
+
+IoRates measure_io(const std::string& path) {
+  const int plain = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (plain < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+  const off_t end = lseek(plain, 0, SEEK_END);
+  if (end < static_cast<off_t>(kIoBlock)) {
+    ::close(plain);
+    fail("{}: {} bytes, smaller than one {}-byte block to read", path, end < 0 ? 0 : end, kIoBlock);
+  }
+  const uint64_t size = static_cast<uint64_t>(end);
+  void* mem = std::aligned_alloc(kIoBlock, kIoChunk);
+  if (!mem) throw std::bad_alloc();
+  std::unique_ptr<void, decltype(&std::free)> buf(mem, &std::free);
+  IoRates r;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  std::string refused = fd < 0 ? std::strerror(errno) : "";
+  if (fd >= 0 && pread(fd, buf.get(), kIoBlock, 0) < 0) {  // some filesystems open with O_DIRECT, then refuse reads
+    refused = std::strerror(errno);
+    ::close(fd);
+    fd = -1;
+  }
+  if (fd >= 0) {
+    r.method = "O_DIRECT";
+  } else {
+    r.method = "fadvise(DONTNEED)";
+    r.note = fmt::format("the filesystem refuses O_DIRECT ({}): measured after posix_fadvise(DONTNEED)", refused);
+    fd = plain;
+  }
+  auto drop_cache = [&] {
+    if (fd == plain) posix_fadvise(plain, 0, 0, POSIX_FADV_DONTNEED);
+  };
+  auto read_at = [&](uint64_t offset, uint64_t n) {
+    const ssize_t got = pread(fd, buf.get(), n, static_cast<off_t>(offset));
+    if (got < 0) fail("{}: read at offset {}: {}", path, offset, std::strerror(errno));
+    return static_cast<uint64_t>(got);
+  };
+  drop_cache();
+  const uint64_t want = std::min(size / kIoBlock * kIoBlock, kIoSequentialBytes);
+  uint64_t t0 = now_ns();
+  for (uint64_t at = 0; at < want;) {
+    const uint64_t got = read_at(at, std::min(kIoChunk, want - at));
+    if (got == 0) break;
+    at += got, r.sequential_bytes += got;
+  }
+  r.sequential =
+      static_cast<double>(r.sequential_bytes) * 1e9 / static_cast<double>(std::max<uint64_t>(1, now_ns() - t0));
+  drop_cache();
+  if (fd == plain) posix_fadvise(plain, 0, 0, POSIX_FADV_RANDOM);
+  std::mt19937_64 rng(42);
+  const uint64_t blocks = size / kIoBlock;
+  t0 = now_ns();
+  while (r.random_reads < kIoRandomReads && now_ns() - t0 < kIoRandomNs) {
+    read_at(rng() % blocks * kIoBlock, kIoBlock);
+    ++r.random_reads;
+  }
+  r.random_4k =
+      static_cast<double>(r.random_reads * kIoBlock) * 1e9 / static_cast<double>(std::max<uint64_t>(1, now_ns() - t0));
+  if (fd != plain) ::close(fd);
+  ::close(plain);
+  return r;
+}
+
+int bench_io(const BenchArgs& a) {
+  if (a.model.empty()) fail("bench --io: -m MODEL is required (the file whose storage is measured)");
+  const IoRates r = measure_io(a.model);
+  if (a.json) {
+    nlohmann::json j = {{"model", a.model},
+                        {"io",
+                         {{"method", r.method},
+                          {"sequential_bytes_per_s", r.sequential},
+                          {"sequential_bytes", r.sequential_bytes},
+                          {"random_4k_bytes_per_s", r.random_4k},
+                          {"random_4k_reads", r.random_reads},
+                          {"note", r.note}}}};
+    fmt::print("{}\n", j.dump(1));
+  } else {
+    if (!r.note.empty()) fmt::print("note: {}\n", r.note);
+    fmt::print(
+        "storage read rates of {} ({}): sequential {:.1f} MB/s ({:.1f} MiB in 4 MiB reads), 4 KiB random "
+        "{:.1f} MB/s ({} reads, {:.0f} IOPS)\n",
+        a.model, r.method, r.sequential / 1e6, r.sequential_bytes / 1048576.0, r.random_4k / 1e6, r.random_reads,
+        r.random_4k / kIoBlock);
+  }
+  return 0;
+}
+
 int bench(BenchArgs a) {
   if (a.threads <= 0) a.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (a.bandwidth) return bench_bandwidth(a);
+  if (a.io) return bench_io(a);
+  if (a.json) fail("bench: --json is for --io");
   if (a.model.empty()) fail("bench: -m MODEL is required (unless --bandwidth)");
   limit_kernel_isa(a.kernel_isa);  // before the model's tensors meet the kernel table
   if (a.n_prompt <= 0 && a.n_gen <= 0) fail("nothing to measure: -p and -n are both 0");
@@ -249,6 +358,10 @@ RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's
                "adds to a token");
   cmd.add_flag("--bandwidth", a->bandwidth,
                "Only measure the machine's memory read bandwidth (the roof of generation) with 1 and -t threads");
+  cmd.add_flag("--io", a->io,
+               "Only measure the model file's storage read rates, sequential and 4 KiB random (O_DIRECT, past the "
+               "page cache)");
+  cmd.add_flag("--json", a->json, "With --io: print the rates as JSON (analyze --io-rates reads it)");
   add_kernel_isa_option(cmd, a->kernel_isa, "the table's backend column names the one used");
   return [a]() { return bench(*a); };
 });

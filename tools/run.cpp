@@ -153,7 +153,11 @@ RegisterCommand reg(
       cmd.add_flag("--io-trace", o.trace_options.io,
                    "Record page-cache residency before each op and faults/storage reads during it (IO records)");
       cmd.add_flag("--cold", o.cold, "Evict the model file from the page cache before the first step (and check)");
-      cmd.add_option("--prefetch", o.prefetch, "Read weights ahead of compute: none, next-layer, from:RUN_DIR");
+      cmd.add_option("--prefetch", o.prefetch,
+                     "Read weights ahead of compute: none, next-layer, from:RUN_DIR (that run's accesses); with "
+                     "--weight-budget into the cache on a thread of its own: next-layer loads the next layer's tensors "
+                     "as a layer starts, a mixture-of-experts layer's experts as predicted from the hidden state "
+                     "(implies --moe-predict); predicted: the same as next-layer, mixture-of-experts models only");
       cmd.add_option("--weight-budget", o.weight_budget,
                      "Serve the weights from storage through a cache of this many bytes (K/M/G) or percent of the "
                      "weights (50%)");

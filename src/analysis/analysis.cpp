@@ -438,7 +438,7 @@ Report analyze(const RunData& run, const AnalyzeOptions& opt) {
   r.memory = memory_section(run);
   if (!opt.cache_sizes.empty()) r.cache_sim = cache_sim_section(reads, opt);
   r.moe = moe_section(run, reads, opt.experts);
-  r.weight_cache = weight_cache_section(run);
+  r.weight_cache = weight_cache_section(run, opt.storage);
   return r;
 }
 

@@ -28,9 +28,10 @@ struct AnalyzeOptions {
   std::vector<uint64_t> cache_sizes;  // empty: no cache simulation
   std::vector<CachePolicy> policies = {CachePolicy::LRU, CachePolicy::LFU, CachePolicy::FIFO, CachePolicy::OPT};
   Granularity granularity = Granularity::PAGE;
-  uint64_t page_bytes = 4096;     // 1 to kMaxPageBytes
-  bool measure_bandwidth = true;  // off in tests that do not look at it
-  ExpertCacheOptions experts;     // mixture-of-experts runs: the expert-cache replay (no sizes: none)
+  uint64_t page_bytes = 4096;           // 1 to kMaxPageBytes
+  bool measure_bandwidth = true;        // off in tests that do not look at it
+  ExpertCacheOptions experts;           // mixture-of-experts runs: the expert-cache replay (no sizes: none)
+  std::optional<StorageRates> storage;  // `bench --io`'s rates, shown beside a budgeted run's read rate
 };
 
 // One read of model-file bytes by an op, in trace order.

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <unordered_map>
+#include <numeric>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -71,12 +71,22 @@ WeightStore::WeightStore(Model& model, const WeightStoreOptions& options)
       const uint64_t slab = t->row_size() * static_cast<uint64_t>(t->ne[1]);
       const uint64_t stride = round_up(slab, page_);
       for (int64_t e = 0; e < t->ne[2]; ++e)
-        units_.push_back({t, static_cast<int32_t>(e), t->offset + static_cast<uint64_t>(e) * slab, slab,
-                          region_size_ + static_cast<uint64_t>(e) * stride, stride, phase});
+        add_unit(t, static_cast<int32_t>(e), t->offset + static_cast<uint64_t>(e) * slab, slab,
+                 region_size_ + static_cast<uint64_t>(e) * stride, stride, phase);
       region_size_ += stride * static_cast<uint64_t>(t->ne[2]);
+    } else if (t == model.weights.token_embd && t->ne[2] <= 1 && t->ne[3] <= 1) {
+      // Groups of the fewest whole rows that fill whole pages (contiguous in the region, as the kernels index rows),
+      // so a GET_ROWS brings in its tokens' rows only.
+      const uint64_t row = t->row_size(), rows = static_cast<uint64_t>(t->ne[1]);
+      const uint64_t group = page_ / std::gcd(row, page_);
+      for (uint64_t r = 0; r < rows; r += group) {
+        const uint64_t bytes = std::min(group, rows - r) * row;
+        add_unit(t, -1, t->offset + r * row, bytes, region_size_ + r * row, round_up(bytes, page_), phase);
+      }
+      region_size_ += round_up(row * rows, page_);
     } else {
       const uint64_t bytes = t->n_bytes();
-      units_.push_back({t, -1, t->offset, bytes, region_size_, round_up(bytes, page_), phase});
+      add_unit(t, -1, t->offset, bytes, region_size_, round_up(bytes, page_), phase);
       region_size_ += round_up(bytes, page_);
     }
   }
@@ -97,34 +107,63 @@ WeightStore::WeightStore(Model& model, const WeightStoreOptions& options)
   }
   region_ = static_cast<uint8_t*>(p);
   for (const Unit& u : units_)
-    if (u.expert <= 0) {
+    if (u.expert <= 0 && u.file_offset == u.tensor->offset) {  // a tensor's first unit
       Tensor& t = *const_cast<Tensor*>(u.tensor);
       t.data = region_ + u.region_offset;
       if (u.expert == 0) t.expert_stride = u.region_bytes;
     }
+  state_.assign(units_.size(), ABSENT);
+  pins_.assign(units_.size(), 0);
+  queued_.assign(units_.size(), 0);
 
   // OPT knows the future: the given stream's next uses.
   std::vector<size_t> next;
   if (options.policy == cache::Policy::OPT) {
-    std::unordered_map<std::string, uint32_t> first;  // each tensor's first unit (expert e: + e)
-    for (size_t i = units_.size(); i-- > 0;) first[units_[i].tensor->name] = static_cast<uint32_t>(i);
     std::vector<cache::Access> stream;
-    for (const auto& [tensor, expert] : options.future) {
-      auto it = first.find(tensor);
-      const uint64_t key = it == first.end() ? UINT64_MAX : it->second + static_cast<uint64_t>(std::max(expert, 0));
-      if (it == first.end() || key >= units_.size() || units_[key].tensor->name != tensor ||
-          units_[key].expert != expert)
-        fail("--cache-policy opt-from: the recorded run loads '{}'{}, which this model has not", tensor,
-             expert >= 0 ? fmt::format(" expert {}", expert) : "");
+    for (const auto& [tensor, expert, offset] : options.future) {
+      const uint64_t key = recorded_unit(tensor, expert, offset, "--cache-policy opt-from");
       future_.push_back(key);
       stream.push_back({key, units_[key].region_bytes, units_[key].phase, false});
     }
     next = cache::next_use(stream);
   }
   cache_ = cache::PolicyCache(options.policy, budget_, n_phases_, std::move(next));
+
+  if (options.prefetch == WeightStoreOptions::Prefetch::NONE) return;
+  phase_units_.resize(n_phases_);
+  layer_experts_.resize(static_cast<size_t>(n_layer));
+  std::vector<size_t> per_layer(n_phases_);
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const Unit& u = units_[i];
+    ++per_layer[u.phase];
+    if (u.expert < 0)
+      phase_units_[u.phase].push_back(static_cast<uint32_t>(i));
+    else if (u.expert == 0 && u.tensor->layer >= 0)
+      layer_experts_[static_cast<size_t>(u.tensor->layer)].push_back(static_cast<uint32_t>(i));
+  }
+  for (uint32_t p = 1; p < n_phases_; ++p) ahead_ = std::max(ahead_, per_layer[p]);
+  for (const auto& [tensor, expert, offset] : options.recorded)
+    recorded_.push_back(recorded_unit(tensor, expert, offset, "--prefetch from"));
+  thread_ = std::thread([this] { prefetch_loop(); });
+}
+
+void WeightStore::add_unit(const Tensor* t, int32_t expert, uint64_t file_offset, uint64_t bytes,
+                           uint64_t region_offset, uint64_t region_bytes, uint32_t phase) {
+  units_.push_back({t, expert, file_offset, bytes, region_offset, region_bytes, phase});
+}
+
+uint32_t WeightStore::recorded_unit(const std::string& tensor, int32_t expert, uint64_t offset,
+                                    const char* what) const {
+  const Unit* u = unit_at(offset);
+  if (!u || u->file_offset != offset || u->tensor->name != tensor || u->expert != expert)
+    fail("{}: the recorded run loads '{}'{} at file offset {}, which this model has not", what, tensor,
+         expert >= 0 ? fmt::format(" expert {}", expert) : "", offset);
+  return static_cast<uint32_t>(u - units_.data());
 }
 
 WeightStore::~WeightStore() {
+  stop_prefetcher();
+  std::free(prefetch_bounce_);
   if (region_) munmap(region_, std::max<uint64_t>(region_size_, page_));
   if (fd_ >= 0) ::close(fd_);
   std::free(bounce_);
@@ -162,10 +201,17 @@ void WeightStore::units_of(const Node& n, std::vector<uint32_t>& out, int skip_i
 void WeightStore::require(int64_t batch_tokens) const {
   uint64_t worst = 0;
   const Unit* worst_unit = nullptr;
-  for (const Unit& u : units_) {
-    if (u.expert > 0) continue;
-    const int64_t n =
-        u.expert < 0 ? 1 : std::min<int64_t>(u.tensor->ne[2], batch_tokens * std::max(1, model_.config.n_expert_used));
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const Unit& u = units_[i];
+    if (u.file_offset != u.tensor->offset) continue;  // a tensor's first unit stands for its others
+    int64_t n = 1;
+    if (u.expert == 0) {
+      n = std::min<int64_t>(u.tensor->ne[2], batch_tokens * std::max(1, model_.config.n_expert_used));
+    } else if (u.bytes < u.tensor->n_bytes()) {  // the embedding's row groups: one per token, or all when tied
+      int64_t groups = 0;
+      for (size_t j = i; j < units_.size() && units_[j].tensor == u.tensor; ++j) ++groups;
+      n = model_.weights.output_tied ? groups : std::min(groups, batch_tokens);
+    }
     const uint64_t need = u.region_bytes * static_cast<uint64_t>(n);
     if (need > worst) worst = need, worst_unit = &u;
   }
@@ -175,6 +221,20 @@ void WeightStore::require(int64_t batch_tokens) const {
 }
 
 void WeightStore::check(const Graph& g) {
+  graph_ = &g;
+  next_prediction_ = 0;
+  if (options_.prefetch == WeightStoreOptions::Prefetch::NEXT_LAYER) {
+    // The graph's predictions of a next routed layer's experts (ffn_moe_pred_topk, RunState::moe_predict).
+    predictions_.clear();
+    const auto& nodes = g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Tensor& t = *nodes[i].out;
+      if (t.layer < 0 || t.name.rfind("ffn_moe_pred_topk", 0) != 0) continue;
+      size_t next = static_cast<size_t>(t.layer) + 1;
+      while (next < layer_experts_.size() && layer_experts_[next].empty()) ++next;
+      if (next < layer_experts_.size()) predictions_.emplace_back(static_cast<uint32_t>(i), static_cast<int>(next));
+    }
+  }
   if (g.structure_id != 0 && g.structure_id == checked_structure_) return;
   // What each node may need at once: its weights' units; a MUL_MAT_ID as many experts as its ids may name.
   uint64_t worst = 0;
@@ -199,7 +259,7 @@ void WeightStore::check(const Graph& g) {
   checked_structure_ = g.structure_id;
 }
 
-void WeightStore::load(const Unit& u) {
+void WeightStore::load(const Unit& u, uint8_t*& bounce) {
   uint8_t* dst = region_ + u.region_offset;
   if (mprotect(dst, u.region_bytes, PROT_READ | PROT_WRITE) != 0)
     fail("--weight-budget: cannot make '{}' writable: {}", u.tensor->name, std::strerror(errno));
@@ -233,18 +293,18 @@ void WeightStore::load(const Unit& u) {
     }
     return;
   }
-  if (!bounce_) {
-    bounce_bytes_ = 1u << 22;  // a window, not a limit: larger units take several
-    bounce_ = static_cast<uint8_t*>(std::aligned_alloc(kBlock, bounce_bytes_));
-    if (!bounce_) throw std::bad_alloc();
+  constexpr uint64_t kBounce = 1u << 22;  // a window, not a limit: larger units take several
+  if (!bounce) {
+    bounce = static_cast<uint8_t*>(std::aligned_alloc(kBlock, kBounce));
+    if (!bounce) throw std::bad_alloc();
   }
   for (uint64_t done = 0; done < u.bytes;) {
     const uint64_t at = u.file_offset + done, base = at / kBlock * kBlock, skip = at - base;
-    const ssize_t got = pread(fd_, bounce_, bounce_bytes_, static_cast<off_t>(base));
+    const ssize_t got = pread(fd_, bounce, kBounce, static_cast<off_t>(base));
     if (got < 0 && errno == EINTR) continue;
     if (got <= static_cast<ssize_t>(skip)) failed(at, got < 0 ? got : 0);
     const uint64_t n = std::min(static_cast<uint64_t>(got) - skip, u.bytes - done);
-    std::memcpy(dst + done, bounce_ + skip, n);
+    std::memcpy(dst + done, bounce + skip, n);
     done += n;
   }
 }
@@ -255,12 +315,32 @@ void WeightStore::drop(const Unit& u) {
     fail("--weight-budget: cannot evict '{}': {}", u.tensor->name, std::strerror(errno));
 }
 
+void WeightStore::pin(uint32_t key) {
+  if (pins_[key]++ == 0) cache_.pin(key), pinned_bytes_ += units_[key].region_bytes;
+}
+
+void WeightStore::unpin(uint32_t key) {
+  if (--pins_[key] == 0) cache_.unpin(key), pinned_bytes_ -= units_[key].region_bytes;
+}
+
+const cache::Outcome& WeightStore::cache_access(uint32_t key, bool prefetch) {
+  const Unit& u = units_[key];
+  const cache::Outcome& o = cache_.access({key, u.region_bytes, u.phase, prefetch});
+  for (uint64_t e : o.evicted) drop(units_[e]), state_[e] = ABSENT;
+  totals_.evictions += o.evicted.size();
+  if (o.loaded) state_[key] = LOADING, pin(key), ++loading_;
+  return o;
+}
+
 void WeightStore::acquire(int node, const Node& n) {
   units_of(n, scratch_);
+  std::unique_lock lock(mu_);
+  running_node_ = static_cast<uint32_t>(node);
+  if (options_.prefetch != WeightStoreOptions::Prefetch::NONE) on_node(node);
   for (uint32_t key : scratch_) {
     const Unit& u = units_[key];
     if (options_.policy == cache::Policy::OPT) {
-      const size_t t = cache_.accesses_so_far();
+      const size_t t = demand_accesses_;
       if (t >= future_.size() || future_[t] != key)
         fail("--cache-policy opt-from: access {} is to '{}'{}, but the recorded run's {} (the access streams differ)",
              t, u.tensor->name, u.expert >= 0 ? fmt::format(" expert {}", u.expert) : "",
@@ -270,35 +350,159 @@ void WeightStore::acquire(int node, const Node& n) {
                        units_[future_[t]].expert >= 0 ? fmt::format(" expert {}", units_[future_[t]].expert) : "")
                  : "had ended");
     }
-    const cache::Outcome& o = cache_.access({key, u.region_bytes, u.phase, false});
-    for (uint64_t e : o.evicted) drop(units_[e]);
-    totals_.evictions += o.evicted.size();
-    WeightAccess a{key, static_cast<uint32_t>(node), now_ns(), 0, o.hit};
-    if (!o.hit) {
-      load(u);
+    const uint64_t start = now_ns();
+    // Room for it beside the units pinned now: prefetch reads in flight release theirs as they end (check() made
+    // sure the node's own units fit).
+    while (state_[key] == ABSENT && pinned_bytes_ + u.region_bytes > budget_ && loading_ > 0) loaded_.wait(lock);
+    // (copied: the prefetcher's accesses overwrite the outcome while this thread reads)
+    const cache::Outcome& o = cache_access(key, false);
+    const bool hit = o.hit, loaded = o.loaded, useful = o.useful;
+    ++demand_accesses_;
+    // Recorded in the cache's order: before the prefetcher's next access, which may come while this one reads.
+    if (keep_) accesses_.push_back({});
+    const size_t at = taken_ + accesses_.size() - 1;
+    WeightAccess a{key, static_cast<uint32_t>(node), start, start, 0, hit, false, useful, true};
+    if (useful) ++totals_.prefetch_hits;
+    if (!hit) {
+      lock.unlock();
+      const uint64_t t0 = now_ns();
+      load(u, bounce_);
+      const uint64_t t1 = now_ns();
+      lock.lock();
+      if (loaded) {  // (else it never fits: check() refuses such a budget)
+        state_[key] = RESIDENT;
+        unpin(key);
+        --loading_;
+        loaded_.notify_all();
+      }
       ++totals_.misses;
       totals_.bytes_read += u.bytes;
+      totals_.read_ns += t1 - t0;
+      a.end_ns = now_ns();
     } else {
+      if (state_[key] == LOADING) {  // a prefetch is reading it: wait for that read
+        while (state_[key] == LOADING) loaded_.wait(lock);
+        a.end_ns = now_ns();
+      }
+      if (prefetch_error_) std::rethrow_exception(prefetch_error_);
       ++totals_.hits;
     }
-    a.end_ns = o.hit ? a.start_ns : now_ns();
-    totals_.read_ns += a.end_ns - a.start_ns;
+    a.wait_ns = a.end_ns - a.start_ns;
+    totals_.stall_ns += a.wait_ns;
     ++totals_.accesses;
-    cache_.pin(key);
+    pin(key);
     pinned_.push_back(key);
-    if (keep_) accesses_.push_back(a);
+    if (keep_) accesses_[at - taken_] = a;  // (only this thread takes accesses: `at` is still there)
   }
   totals_.peak_resident_bytes = std::max(totals_.peak_resident_bytes, cache_.used_bytes());
 }
 
 void WeightStore::release(int, const Node&) {
-  for (uint32_t key : pinned_) cache_.unpin(key);
+  std::lock_guard lock(mu_);
+  for (uint32_t key : pinned_) unpin(key);
   pinned_.clear();
+}
+
+void WeightStore::enqueue(uint32_t key) {
+  if (queued_[key] || state_[key] != ABSENT) return;
+  queued_[key] = 1;
+  queue_.push_back(key);
+}
+
+void WeightStore::on_node(int node) {
+  if (options_.prefetch == WeightStoreOptions::Prefetch::RECORDED) {
+    // The recorded accesses up to one layer's units past this node's last.
+    const size_t until = std::min(recorded_.size(), demand_accesses_ + scratch_.size() + ahead_);
+    for (; recorded_queued_ < until; ++recorded_queued_) enqueue(recorded_[recorded_queued_]);
+    if (!queue_.empty()) work_.notify_one();
+    return;
+  }
+  if (!scratch_.empty()) {
+    const uint32_t phase = units_[scratch_.front()].phase;
+    if (phase != current_phase_) {
+      // A layer starts: the queue's units not yet read are this layer's (left to demand); the next layer's go in.
+      current_phase_ = phase;
+      for (uint32_t k : queue_) queued_[k] = 0;
+      queue_.clear();
+      const uint32_t next = phase + 1 < n_phases_ ? phase + 1 : 1;
+      for (uint32_t k : phase_units_[next]) enqueue(k);
+    }
+  }
+  // Predictions computed since the last node: their layer's experts.
+  for (; next_prediction_ < predictions_.size() && predictions_[next_prediction_].first < static_cast<uint32_t>(node);
+       ++next_prediction_) {
+    const auto [pred_node, layer] = predictions_[next_prediction_];
+    const Tensor& ids = *graph_->nodes()[pred_node].out;
+    const int32_t* e = ids.as<const int32_t>();
+    for (uint32_t first : layer_experts_[static_cast<size_t>(layer)]) {
+      const int64_t n_experts = units_[first].tensor->ne[2];
+      for (int64_t i = 0; i < ids.n_elements(); ++i)
+        if (e[i] >= 0 && e[i] < n_experts) enqueue(first + static_cast<uint32_t>(e[i]));
+    }
+  }
+  if (!queue_.empty()) work_.notify_one();
+}
+
+void WeightStore::prefetch_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const uint32_t key = queue_.front();
+    queue_.pop_front();
+    queued_[key] = 0;
+    const Unit& u = units_[key];
+    // Resident or being read already; or no room without evicting a pinned unit: left to demand.
+    if (state_[key] != ABSENT || pinned_bytes_ + u.region_bytes > budget_ || prefetch_error_) continue;
+    cache_access(key, true);
+    WeightAccess a{key, running_node_, now_ns(), 0, 0, false, true, false, false};
+    const size_t at = taken_ + accesses_.size();
+    if (keep_) accesses_.push_back(a);
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      load(u, prefetch_bounce_);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const uint64_t end = now_ns();
+    lock.lock();
+    if (error) prefetch_error_ = error;
+    state_[key] = RESIDENT;
+    unpin(key);
+    --loading_;
+    ++totals_.prefetches;
+    totals_.prefetch_bytes += u.bytes;
+    totals_.bytes_read += u.bytes;
+    totals_.read_ns += end - a.start_ns;
+    totals_.peak_resident_bytes = std::max(totals_.peak_resident_bytes, cache_.used_bytes());
+    if (keep_ && at >= taken_) {
+      WeightAccess& r = accesses_[at - taken_];
+      r.end_ns = end;
+      r.done = true;
+    }
+    loaded_.notify_all();
+  }
 }
 
 void WeightStore::take_accesses(std::vector<WeightAccess>& out) {
   out.clear();
-  std::swap(out, accesses_);
+  std::lock_guard lock(mu_);
+  while (!accesses_.empty() && accesses_.front().done) {
+    out.push_back(accesses_.front());
+    accesses_.pop_front();
+    ++taken_;
+  }
+}
+
+WeightStore::Totals WeightStore::totals() const {
+  std::lock_guard lock(mu_);
+  return totals_;
+}
+
+uint64_t WeightStore::resident_bytes() const {
+  std::lock_guard lock(mu_);
+  return cache_.used_bytes();
 }
 
 uint64_t WeightStore::measured_resident_bytes() const {
@@ -310,10 +514,22 @@ uint64_t WeightStore::measured_resident_bytes() const {
   return n * page_;
 }
 
-void WeightStore::finish() const {
-  if (options_.policy == cache::Policy::OPT && cache_.accesses_so_far() != future_.size())
+void WeightStore::stop_prefetcher() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+void WeightStore::finish() {
+  stop_prefetcher();
+  if (prefetch_error_) std::rethrow_exception(prefetch_error_);
+  if (options_.policy == cache::Policy::OPT && demand_accesses_ != future_.size())
     fail("--cache-policy opt-from: this run made {} weight accesses, the recorded run {} (the access streams differ)",
-         cache_.accesses_so_far(), future_.size());
+         demand_accesses_, future_.size());
 }
 
 }  // namespace tt

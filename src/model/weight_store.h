@@ -3,16 +3,28 @@
 // The store reserves one anonymous mapping (address space only) and lays every weight unit out page-aligned in it:
 // each dense tensor whole (but rope_freqs, a ROPE parameter, which stays in the file mapping), each expert's slab of a
 // 3-D *_exps tensor separately (Tensor::expert_stride), the embedding whole. The weights' Tensor::data point into it
-// instead of the file mapping. Before a node runs (the executor's NodeResidency hook) its units are made resident and
-// pinned: a unit not resident is read with pread (O_DIRECT with direct_io) after making its pages writable; to make
-// room the cache's policy (cache::PolicyCache, the engine the simulation uses) names units to evict, whose pages are
-// dropped (MADV_DONTNEED) and protected (PROT_NONE), so the resident set is real and a read of an evicted unit faults
-// instead of computing on stale bytes. The budget counts resident units' page-rounded bytes; it must hold what one node
-// needs at once (check()).
+// instead of the file mapping. The embedding is cut into groups of whole rows that fill whole pages (a GET_ROWS needs
+// only its tokens' rows; its region layout stays contiguous). Before a node runs (the executor's NodeResidency hook)
+// its units are made resident and pinned: a unit not resident is read with pread (O_DIRECT with direct_io) after making
+// its pages writable; to make room the cache's policy (cache::PolicyCache, the engine the simulation uses) names units
+// to evict, whose pages are dropped (MADV_DONTNEED) and protected (PROT_NONE), so the resident set is real and a read
+// of an evicted unit faults instead of computing on stale bytes. The budget counts resident units' page-rounded bytes;
+// it must hold what one node needs at once (check()).
+//
+// A prefetcher (WeightStoreOptions::prefetch) loads units ahead of their use on its own thread, one read at a time,
+// from a queue of at most one layer's units: it goes through the same cache (prefetch accesses: cache::PolicyCache),
+// never evicts a pinned unit and pins a unit while reading it. A node needing a unit being prefetched waits for that
+// read (a hit: the unit is read once); one needing a unit that would not fit beside the units pinned by reads in
+// flight waits for them. Prefetch reads and demand accesses are kept in the order the cache saw them.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -30,21 +42,36 @@ struct WeightBudget {
   uint64_t of(uint64_t all) const;
 };
 
+// A unit as a run's WEIGHT_LOAD records name it.
+struct RecordedUnit {
+  std::string tensor;
+  int32_t expert = -1;
+  uint64_t offset = 0;  // absolute file offset
+};
+
 struct WeightStoreOptions {
   std::string budget;  // bytes with K/M/G ("512M") or a percent of the weights' unit bytes ("50%")
   cache::Policy policy = cache::Policy::LRU;
   bool direct_io = false;
-  // OPT: the demand stream to come, as (tensor, expert or -1) units (another run's loads, `opt-from:RUN`); this
-  // run's accesses must follow it.
-  std::vector<std::pair<std::string, int32_t>> future;
+  // OPT: the demand stream to come (another run's demand accesses, `opt-from:RUN`); this run's must follow it.
+  std::vector<RecordedUnit> future;
+  // Prefetch: NEXT_LAYER loads the next layer's units as a layer starts (a mixture-of-experts layer's experts as the
+  // graph's ffn_moe_pred_topk nodes predict them, once computed: the engine must run with moe_predict); RECORDED
+  // loads the units of `recorded` (another run's demand accesses) ahead of this run's accesses, at most one layer's
+  // units ahead.
+  enum class Prefetch { NONE, NEXT_LAYER, RECORDED } prefetch = Prefetch::NONE;
+  std::vector<RecordedUnit> recorded;
 };
 
-// One demand access to a unit by a node: a hit, or a miss and its read.
+// One access to a unit, in the cache's order: a node's demand (a hit, or a miss and its read) or a prefetch read.
 struct WeightAccess {
   uint32_t unit = 0;
-  uint32_t node = 0;                  // the node that needed it
-  uint64_t start_ns = 0, end_ns = 0;  // now_ns() around the read (a hit: equal)
-  bool hit = false;
+  uint32_t node = 0;                  // the node that needed it (a prefetch: the node running when it was issued)
+  uint64_t start_ns = 0, end_ns = 0;  // now_ns() around the read or the wait (a hit not waiting: equal)
+  uint64_t wait_ns = 0;               // demand: how long the node waited (its read, or a prefetch in flight)
+  bool hit = false, prefetch = false;
+  bool prefetch_hit = false;  // a demand hit on a prefetched unit, its first use since
+  bool done = true;           // a prefetch's read has ended (end_ns set)
 };
 
 class WeightStore final : public NodeResidency {
@@ -59,6 +86,7 @@ class WeightStore final : public NodeResidency {
     uint32_t phase = 0;          // the cache's phase: 0 the embedding, 1 + layer, n_layer + 1 the rest
   };
   // Points model's weights into the store's mapping; throws tt::Error for a bad budget or a file it cannot open.
+  // Starts the prefetcher's thread when options.prefetch is set.
   WeightStore(Model& model, const WeightStoreOptions& options);
   ~WeightStore() override;
   WeightStore(const WeightStore&) = delete;
@@ -79,27 +107,46 @@ class WeightStore final : public NodeResidency {
   const WeightStoreOptions& options() const { return options_; }
   uint32_t n_phases() const { return n_phases_; }
   uint64_t page_bytes() const { return page_; }
-  // Accesses since the last call, moved into `out` (cleared first). Only kept once keep_accesses() was called.
+  // Accesses since the last call, moved into `out` (cleared first), up to the first prefetch whose read is still in
+  // flight (it and the ones after it come with a later call). Only kept once keep_accesses() was called.
   void take_accesses(std::vector<WeightAccess>& out);
   void keep_accesses() { keep_ = true; }
 
   struct Totals {
     uint64_t accesses = 0, hits = 0, misses = 0, evictions = 0;
     uint64_t bytes_read = 0;  // file bytes read
-    uint64_t read_ns = 0;     // time in reads (the nodes' stall)
+    uint64_t read_ns = 0;     // time in reads (demand and prefetch)
+    uint64_t stall_ns = 0;    // time nodes waited for weights (their reads, prefetches in flight, room)
+    uint64_t prefetches = 0, prefetch_bytes = 0;  // prefetch reads (bytes also in bytes_read)
+    uint64_t prefetch_hits = 0;                   // demand hits on a prefetched unit, its first use
     uint64_t peak_resident_bytes = 0;
   };
-  const Totals& totals() const { return totals_; }
-  uint64_t resident_bytes() const { return cache_.used_bytes(); }
+  Totals totals() const;
+  uint64_t resident_bytes() const;
   // The mapping's pages the kernel holds now (mincore), in bytes: what the process really uses for weights.
   uint64_t measured_resident_bytes() const;
-  // After the run: an `opt-from` future that was not followed to its end is an error.
-  void finish() const;
+  // After the run: stops the prefetcher; an `opt-from` future that was not followed to its end is an error.
+  void finish();
 
  private:
-  void load(const Unit& u);
+  enum State : uint8_t { ABSENT, LOADING, RESIDENT };
+  // bounce: the calling thread's O_DIRECT window (allocated on first use).
+  void load(const Unit& u, uint8_t*& bounce);
   void drop(const Unit& u);
-  const Unit* unit_at(uint64_t file_offset) const;  // the unit holding that file byte (null: none)
+  // The cache's access to a unit with mu_ held: evictions dropped; a unit brought in is LOADING and pinned.
+  const cache::Outcome& cache_access(uint32_t key, bool prefetch);
+  void pin(uint32_t key);
+  void unpin(uint32_t key);
+  void enqueue(uint32_t key);  // mu_ held
+  void on_node(int node);      // mu_ held: NEXT_LAYER / RECORDED requests as node starts
+  void prefetch_loop();
+  void stop_prefetcher();
+  const Unit* unit_at(uint64_t file_offset) const;
+  void add_unit(const Tensor* t, int32_t expert, uint64_t file_offset, uint64_t bytes, uint64_t region_offset,
+                uint64_t region_bytes, uint32_t phase);
+  // The unit a recorded access names (`what`: the option, for the error).
+  uint32_t recorded_unit(const std::string& tensor, int32_t expert, uint64_t offset,
+                         const char* what) const;  // the unit holding that file byte (null: none)
   // Units node n reads now (its MUL_MAT_ID's resolved experts), ascending and distinct, into `out`; skip_input:
   // an input whose reads are left out (-1: none).
   void units_of(const Node& n, std::vector<uint32_t>& out, int skip_input = -1) const;
@@ -119,11 +166,39 @@ class WeightStore final : public NodeResidency {
   std::vector<uint64_t> future_;    // options_.future as unit keys
   std::vector<uint32_t> pinned_;    // the running node's units
   std::vector<uint32_t> scratch_;
-  std::vector<WeightAccess> accesses_;
   bool keep_ = false;
-  uint8_t* bounce_ = nullptr;  // direct_io: aligned buffer for reads that do not start on a block
-  uint64_t bounce_bytes_ = 0;
+  uint8_t* bounce_ = nullptr;           // direct_io: thread 0's aligned buffer for reads that do not start on a block
+  uint8_t* prefetch_bounce_ = nullptr;  // the prefetcher's
   Totals totals_;
+
+  // Shared with the prefetcher: everything below, cache_, totals_ and the accesses, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable loaded_;  // a read ended
+  std::condition_variable work_;    // the queue has units, or stop_
+  std::vector<State> state_;        // [unit]
+  std::vector<uint16_t> pins_;      // [unit]: the running node's pin and a read's
+  uint64_t pinned_bytes_ = 0;
+  uint32_t loading_ = 0;  // reads in flight
+  std::deque<WeightAccess> accesses_;
+  uint64_t taken_ = 0;  // accesses taken before accesses_.front()
+  std::exception_ptr prefetch_error_;
+  std::deque<uint32_t> queue_;
+  std::vector<uint8_t> queued_;  // [unit]
+  bool stop_ = false;
+  uint32_t running_node_ = 0;
+  // NEXT_LAYER: per phase, its units but experts'; per layer, its expert tensors' first units.
+  std::vector<std::vector<uint32_t>> phase_units_;
+  std::vector<std::vector<uint32_t>> layer_experts_;
+  uint32_t current_phase_ = UINT32_MAX;
+  const Graph* graph_ = nullptr;
+  std::vector<std::pair<uint32_t, int>> predictions_;  // (node, layer predicted) of the current graph, in order
+  size_t next_prediction_ = 0;
+  // RECORDED: the other run's accesses as units, and how far they were queued.
+  std::vector<uint32_t> recorded_;
+  size_t recorded_queued_ = 0;
+  size_t demand_accesses_ = 0;
+  size_t ahead_ = 0;  // units queued ahead at most: the most units of one layer
+  std::thread thread_;
 };
 
 }  // namespace tt

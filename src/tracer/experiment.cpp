@@ -87,13 +87,31 @@ std::optional<WeightStoreOptions> weight_store_options(const ExperimentOptions& 
   WeightStoreOptions w;
   w.budget = o.weight_budget;
   w.direct_io = o.direct_io;
-  if (o.cache_policy.rfind("opt-from:", 0) == 0) {
-    const std::string from = o.cache_policy.substr(9);
+  // Another budgeted run's demand accesses, in order.
+  auto demand_of = [](const std::string& from, const std::string& option) {
     const RunData rec = load_run(from, {.graphs = false});
-    if (rec.trace.weight_loads.empty())
-      fail("--cache-policy {}: that run has no weight loads (it ran without --weight-budget)", o.cache_policy);
+    std::vector<RecordedUnit> units;
+    for (const trace::WeightLoadRecord& l : rec.trace.weight_loads)
+      if (!l.prefetch) units.push_back({l.tensor, l.expert, l.offset});
+    if (units.empty()) fail("{}: that run has no weight loads (it ran without --weight-budget)", option);
+    return units;
+  };
+  if (o.prefetch == "next-layer" || o.prefetch == "predicted") {
+    w.prefetch = WeightStoreOptions::Prefetch::NEXT_LAYER;
+  } else if (o.prefetch.rfind("from:", 0) == 0) {
+    w.prefetch = WeightStoreOptions::Prefetch::RECORDED;
+    w.recorded = demand_of(o.prefetch.substr(5), "--prefetch " + o.prefetch);
+  } else if (o.prefetch != "none") {
+    fail("--prefetch with --weight-budget must be none, next-layer, predicted or from:RUN_DIR, got '{}'", o.prefetch);
+  }
+  if (o.cache_policy.rfind("opt-from:", 0) == 0) {
+    if (w.prefetch != WeightStoreOptions::Prefetch::NONE)
+      fail(
+          "--cache-policy {} with --prefetch {}: OPT's future is the demand stream, which a prefetcher's timing "
+          "changes; opt-from runs without --prefetch",
+          o.cache_policy, o.prefetch);
     w.policy = cache::Policy::OPT;
-    for (const trace::WeightLoadRecord& l : rec.trace.weight_loads) w.future.emplace_back(l.tensor, l.expert);
+    w.future = demand_of(o.cache_policy.substr(9), "--cache-policy " + o.cache_policy);
   } else {
     const std::optional<cache::Policy> p = cache::policy_from_name(o.cache_policy);
     if (!p || *p == cache::Policy::OPT)
@@ -103,8 +121,8 @@ std::optional<WeightStoreOptions> weight_store_options(const ExperimentOptions& 
   return w;
 }
 
-json weight_cache_json(const WeightStore& s) {
-  const WeightStore::Totals& t = s.totals();
+json weight_cache_json(const WeightStore& s, const std::string& prefetch) {
+  const WeightStore::Totals t = s.totals();
   return {
       {"budget", s.options().budget},
       {"budget_bytes", s.budget()},
@@ -121,6 +139,11 @@ json weight_cache_json(const WeightStore& s) {
       {"bytes_read", t.bytes_read},
       {"read_ns", t.read_ns},
       {"read_bytes_per_s", t.read_ns ? static_cast<double>(t.bytes_read) * 1e9 / static_cast<double>(t.read_ns) : 0.0},
+      {"stall_ns", t.stall_ns},
+      {"prefetch", prefetch},
+      {"prefetches", t.prefetches},
+      {"prefetch_bytes", t.prefetch_bytes},
+      {"prefetch_hits", t.prefetch_hits},
       {"peak_resident_bytes", t.peak_resident_bytes},
       {"resident_bytes_at_end", s.measured_resident_bytes()}};
 }
@@ -148,8 +171,14 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   const std::optional<WeightStoreOptions> store_options = weight_store_options(o);
   if (o.progress) fmt::print(stderr, "loading {} ...\n", o.model_path);
   std::unique_ptr<Model> model = load_model(o.model_path);
+  const bool moe = model->config.n_expert > 0;
+  if (store_options && o.prefetch == "predicted" && !moe)
+    fail("--prefetch predicted needs a mixture-of-experts model (it prefetches the predicted experts); use next-layer");
   std::unique_ptr<WeightStore> store = store_options ? std::make_unique<WeightStore>(*model, *store_options) : nullptr;
-  Engine engine(*model, {o.n_ctx, o.n_threads, o.kv_type, o.llamacpp_build, o.moe_predict});
+  // next-layer on a mixture-of-experts model prefetches the experts the engine predicts.
+  const bool moe_predict =
+      o.moe_predict || (moe && store_options && store_options->prefetch == WeightStoreOptions::Prefetch::NEXT_LAYER);
+  Engine engine(*model, {o.n_ctx, o.n_threads, o.kv_type, o.llamacpp_build, moe_predict});
   if (store) engine.set_residency(store.get());
   result.load_ns = now_ns() - t0;
   result.prompt_tokens = model->tokenizer->encode(o.prompt, /*add_special=*/true);
@@ -163,10 +192,9 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
   std::unique_ptr<Prefetcher> prefetcher;
   json run;
   json cold_check = nullptr;
-  if (o.prefetch != "none" && store)
-    fail("--prefetch reads the file mapping's pages, which --weight-budget does not use");
-  if (o.prefetch != "none" && !dir) fail("--prefetch needs tracing (it hooks the executor through the tracer)");
-  if (o.prefetch != "none") {
+  if (o.prefetch != "none" && !store && !dir)
+    fail("--prefetch needs tracing (it hooks the executor through the tracer)");
+  if (o.prefetch != "none" && !store) {
     const GgufFile& f = *model->file;
     if (o.prefetch == "next-layer") {
       prefetcher = std::make_unique<Prefetcher>(f.fd(), f.file_size(), Prefetcher::Mode::NEXT_LAYER);
@@ -266,7 +294,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
            {"ctx", engine.n_ctx()},
            {"kv_type", type_name(o.kv_type)},
            {"llamacpp_build", llamacpp_build_name(o.llamacpp_build)},
-           {"moe_predict", o.moe_predict},
+           {"moe_predict", moe_predict},
            {"sampling",
             {{"temperature", o.sampling.temperature},
              {"top_k", o.sampling.top_k},
@@ -290,7 +318,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
          {"steps_done", g.steps},
          {"timings", timings},
          {"memory", {{"runtime_bytes", result.runtime_bytes}, {"kv_cache_bytes", result.kv_cache_bytes}}},
-         {"weight_cache", store ? weight_cache_json(*store) : json(nullptr)},
+         {"weight_cache", store ? weight_cache_json(*store, o.prefetch) : json(nullptr)},
          {"trace", counts},
          {"files",
           {{"trace", "trace.bin"},

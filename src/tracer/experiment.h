@@ -29,7 +29,8 @@ struct ExperimentOptions {
   TraceOptions trace_options;
   bool progress = true;  // progress lines on stderr
   bool cold = false;     // --cold: evict the model file from the page cache after loading, before the first step
-  std::string prefetch = "none";  // --prefetch: none, next-layer, from:RUN_DIR (needs tracing)
+  // --prefetch: none, next-layer, from:RUN_DIR (needs tracing); with --weight-budget also predicted (WeightStore)
+  std::string prefetch = "none";
   // --weight-budget SIZE (empty: weights used from the file mapping), --cache-policy, --direct-io
   // (model/weight_store.h).
   std::string weight_budget;

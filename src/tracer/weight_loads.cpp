@@ -6,7 +6,9 @@ void WeightStepTotals::write(JsonLine& j) const {
   j.field("weight_hits", hits)
       .field("weight_misses", misses)
       .field("weight_bytes_read", bytes_read)
-      .field("weight_stall_ns", stall_ns);
+      .field("weight_stall_ns", stall_ns)
+      .field("weight_prefetches", prefetches)
+      .field("weight_prefetch_hits", prefetch_hits);
 }
 
 WeightStepTotals WeightLoadRecorder::step_end(trace::TraceWriter& writer, uint32_t step) {
@@ -23,15 +25,22 @@ WeightStepTotals WeightLoadRecorder::step_end(trace::TraceWriter& writer, uint32
     r.bytes = u.bytes;
     r.start_ns = a.start_ns - t0_;
     r.end_ns = a.end_ns - t0_;
-    r.wait_ns = a.end_ns - a.start_ns;
+    r.wait_ns = a.wait_ns;
     r.hit = a.hit;
+    r.prefetch = a.prefetch;
     writer.weight_load(r, writer.intern(r.tensor));
+    if (a.prefetch) {
+      ++totals.prefetches;
+      totals.bytes_read += u.bytes;
+      continue;
+    }
+    totals.stall_ns += a.wait_ns;
     if (a.hit) {
       ++totals.hits;
+      totals.prefetch_hits += a.prefetch_hit;
     } else {
       ++totals.misses;
       totals.bytes_read += u.bytes;
-      totals.stall_ns += r.wait_ns;
     }
   }
   return totals;

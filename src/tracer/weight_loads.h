@@ -11,9 +11,10 @@
 
 namespace tt {
 
-// A step's weight-cache totals (steps.jsonl: weight_hits, weight_misses, weight_bytes_read, weight_stall_ns).
+// A step's weight-cache totals (steps.jsonl: weight_hits, weight_misses, weight_bytes_read (demand and prefetch
+// reads), weight_stall_ns (nodes' waits), weight_prefetches, weight_prefetch_hits).
 struct WeightStepTotals {
-  uint64_t hits = 0, misses = 0, bytes_read = 0, stall_ns = 0;
+  uint64_t hits = 0, misses = 0, bytes_read = 0, stall_ns = 0, prefetches = 0, prefetch_hits = 0;
   void write(JsonLine& j) const;
 };
 
