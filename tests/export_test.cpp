@@ -404,6 +404,24 @@ TEST_F(Export, LoaderErrors) {
     EXPECT_NE(msg.find(expected), std::string::npos) << msg;
   }
   fs::copy_file(fs::path(run_dir()) / "run.json", copy / "run.json", fs::copy_options::overwrite_existing);
+  // A budgeted run's weight_cache: typed, and its phase count and page size bounded (the replay sizes tables by them).
+  const json budget = {
+      {"budget", "50%"}, {"policy", "lru"}, {"budget_bytes", 4096}, {"n_phases", 7}, {"page_bytes", 4096}};
+  for (auto [key, value, expected] : std::initializer_list<std::tuple<const char*, json, const char*>>{
+           {"budget", 5, "field 'weight_cache.budget' is 5, expected a string"},
+           {"n_phases", 4000000000u, "weight_cache.n_phases is 4000000000, outside 2 to 65538"},
+           {"n_phases", 1, "weight_cache.n_phases is 1, outside"},
+           {"page_bytes", 0, "weight_cache.page_bytes is 0, outside 1 to 2^30"},
+           {"read_bytes_per_s", "fast", "field 'weight_cache.read_bytes_per_s' is \"fast\", expected a rate"},
+           {"storage", json::array(), "weight_cache.storage is [], expected an object"}}) {
+    json j = run_json;
+    j["weight_cache"] = budget;
+    j["weight_cache"][key] = value;
+    std::ofstream(copy / "run.json", std::ios::trunc) << j.dump();
+    msg = error_of(copy.string());
+    EXPECT_NE(msg.find(expected), std::string::npos) << key << ": " << msg;
+  }
+  fs::copy_file(fs::path(run_dir()) / "run.json", copy / "run.json", fs::copy_options::overwrite_existing);
   // A memory-map tensor whose shape does not need its bytes: readers size tables from shapes, so it is refused.
   const json map = read_json(fs::path(run_dir()) / "memory-map.json");
   for (auto [edit, expected] : std::initializer_list<std::pair<void (*)(json&), const char*>>{

@@ -260,12 +260,8 @@ TEST(WeightStore, EmbeddingRowsAreUnits) {
 TEST(WeightStore, AnalyzePrefetchReplayIsSimulateCache) {
   RunData run;
   run.dir = "synthetic";
-  run.run = {{"weight_cache",
-              {{"policy", "lru"},
-               {"budget_bytes", 3 * 4096},
-               {"page_bytes", 4096},
-               {"n_phases", 4},
-               {"prefetch", "next-layer"}}}};
+  RunInfo::WeightCache& w = run.info.weight_cache.emplace();  // as load_run reads run.json's weight_cache
+  w.policy = "lru", w.budget_bytes = 3 * 4096, w.page_bytes = 4096, w.n_phases = 4, w.prefetch = "next-layer";
   // Units at offsets 0..4 (4 KiB each) over layers: demand accesses with prefetches of the next one between.
   uint32_t node = 0;
   for (uint32_t step = 0; step < 3; ++step)

@@ -29,17 +29,16 @@ std::vector<cache::Access> weight_access_stream(const RunData& run, uint64_t pag
 }
 
 std::optional<WeightCacheSection> weight_cache_section(const RunData& run, const std::optional<StorageRates>& storage) {
-  if (!run.run.is_object() || !run.run.contains("weight_cache") || run.run["weight_cache"].is_null())
-    return std::nullopt;
-  const nlohmann::json& w = run.run["weight_cache"];
+  if (!run.info.weight_cache) return std::nullopt;
+  const RunInfo::WeightCache& w = *run.info.weight_cache;
   WeightCacheSection s;
-  s.policy = w.value("policy", "");
-  s.prefetch = w.value("prefetch", "none");
-  s.capacity = w.value("budget_bytes", uint64_t{0});
-  const uint64_t page = w.value("page_bytes", uint64_t{4096});
-  const uint32_t n_phases = w.value("n_phases", 1u);
+  s.policy = w.policy;
+  s.prefetch = w.prefetch;
+  s.capacity = w.budget_bytes;
+  const uint64_t page = w.page_bytes;
+  const uint32_t n_phases = w.n_phases;
   const std::optional<cache::Policy> policy = cache::policy_from_name(s.policy);
-  if (!policy || page == 0 || n_phases < 2) fail("{}: run.json's weight_cache is malformed", run.dir);
+  if (!policy) fail("{}: run.json's weight_cache.policy '{}' is not a cache policy", run.dir, w.policy);
   const std::vector<cache::Access> stream = weight_access_stream(run, page, n_phases);
   std::vector<uint64_t> group;
   std::set<uint32_t> steps;
@@ -79,13 +78,10 @@ std::optional<WeightCacheSection> weight_cache_section(const RunData& run, const
   for (const cache::Access& a : stream)
     if (!a.prefetch) demand.push_back(a);
   s.replay_demand = simulate_cache(demand, s.capacity, *policy);
-  s.read_bytes_per_s = w.value("read_bytes_per_s", 0.0);
+  s.read_bytes_per_s = w.read_bytes_per_s;
   s.storage = storage;
-  if (!s.storage && w.contains("storage") && w["storage"].is_object()) {
-    const nlohmann::json& io = w["storage"];
-    s.storage = StorageRates{io.value("sequential_bytes_per_s", 0.0), io.value("random_4k_bytes_per_s", 0.0),
-                             io.value("method", "")};
-  }
+  if (!s.storage && w.storage)
+    s.storage = StorageRates{w.storage->sequential_bytes_per_s, w.storage->random_4k_bytes_per_s, w.storage->method};
   return s;
 }
 

@@ -216,13 +216,10 @@ void ServedRun::load_weight_cache() {
   try {
     weight_cache_ = analysis::weight_cache_section(run_);
     if (!weight_cache_) return;
-    const json& w = run_.run["weight_cache"];
-    budget_ = w.value("budget", "");
-    direct_io_ = w.value("direct_io", false);
+    budget_ = run_.info.weight_cache->budget;
+    direct_io_ = run_.info.weight_cache->direct_io;
   } catch (const Error& e) {
     weight_cache_error_ = e.what();
-  } catch (const json::exception& e) {
-    weight_cache_error_ = fmt::format("{}: run.json's weight_cache is malformed ({})", dir_, e.what());
   }
   if (!weight_cache_error_.empty()) {
     weight_cache_.reset();

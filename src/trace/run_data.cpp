@@ -169,6 +169,38 @@ void load_run_json(RunData& r) {
   if (r.run.contains("timings") && r.run["timings"].contains("load_ns"))
     i.load_ns = field<uint64_t>(r.run["timings"], "load_ns", path, "timings");
   if (r.run.contains("date")) i.date = field<std::string>(r.run, "date", path);
+  if (r.run.contains("weight_cache") && !r.run["weight_cache"].is_null()) {
+    const json& w = r.run["weight_cache"];
+    const std::string at_w = "weight_cache";
+    RunInfo::WeightCache c;
+    c.policy = field<std::string>(w, "policy", path, at_w);
+    c.budget_bytes = field<uint64_t>(w, "budget_bytes", path, at_w);
+    c.n_phases = field<uint32_t>(w, "n_phases", path, at_w);
+    if (c.n_phases < 2 || c.n_phases > (1u << 16) + 2)
+      fail("'{}': weight_cache.n_phases is {}, outside 2 to {} (the embedding, one a layer, the rest)", path,
+           c.n_phases, (1u << 16) + 2);
+    if (w.contains("page_bytes")) c.page_bytes = field<uint64_t>(w, "page_bytes", path, at_w);
+    if (c.page_bytes == 0 || c.page_bytes > (uint64_t{1} << 30))
+      fail("'{}': weight_cache.page_bytes is {}, outside 1 to 2^30", path, c.page_bytes);
+    if (w.contains("budget")) c.budget = field<std::string>(w, "budget", path, at_w);
+    if (w.contains("prefetch")) c.prefetch = field<std::string>(w, "prefetch", path, at_w);
+    if (w.contains("direct_io")) c.direct_io = field<bool>(w, "direct_io", path, at_w);
+    auto rate = [&](const json& o, const char* key, const std::string& prefix) {
+      const json& v = at(o, key, path, prefix);
+      if (!v.is_number() || v.get<double>() < 0)
+        fail("'{}': field '{}.{}' is {}, expected a rate in bytes/s", path, prefix, key, shown(v));
+      return v.get<double>();
+    };
+    if (w.contains("read_bytes_per_s")) c.read_bytes_per_s = rate(w, "read_bytes_per_s", at_w);
+    if (w.contains("storage")) {
+      const json& io = w["storage"];
+      const std::string at_io = at_w + ".storage";
+      c.storage = RunInfo::WeightCache::Storage{rate(io, "sequential_bytes_per_s", at_io),
+                                                rate(io, "random_4k_bytes_per_s", at_io),
+                                                field<std::string>(io, "method", path, at_io)};
+    }
+    i.weight_cache = std::move(c);
+  }
 }
 
 void load_steps(RunData& r) {

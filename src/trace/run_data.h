@@ -118,6 +118,20 @@ struct RunInfo {
   std::optional<Sampling> sampling;  // options.sampling
   std::optional<uint64_t> load_ns;   // timings.load_ns
   std::string prompt, generated_text, date;
+  // weight_cache: a `run --weight-budget` run's cache (docs/run-directory.md#weight-budget).
+  struct WeightCache {
+    std::string budget, policy, prefetch = "none";
+    uint64_t budget_bytes = 0, page_bytes = 4096;
+    uint32_t n_phases = 0;  // the policy's phases: the embedding, one per layer, the rest (2 to 65,538)
+    bool direct_io = false;
+    double read_bytes_per_s = 0;
+    struct Storage {  // `bench --io`'s rates, when recorded
+      double sequential_bytes_per_s = 0, random_4k_bytes_per_s = 0;
+      std::string method;
+    };
+    std::optional<Storage> storage;
+  };
+  std::optional<WeightCache> weight_cache;
 };
 
 struct LoadOptions {
