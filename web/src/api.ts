@@ -54,10 +54,10 @@ export const StepRow = object({
   probability: optional(num), softmax_probability: optional(num), top_k: optional(array(TopToken)),
   top1_top2_gap: optional(nullable(num)), entropy: optional(nullable(num)), start_ns: optional(num),
   end_ns: optional(num), n_ops: optional(num), graph: optional(num),
-  // `run --weight-budget` runs: the step's accesses that found their unit resident, that read it, the bytes read and
-  // the time its nodes waited for those reads
+  // `run --weight-budget` runs: the step's accesses that found their unit resident, that read it, the bytes read, the
+  // time its nodes waited for reads, the prefetch reads and the demand hits on prefetched units
   weight_hits: optional(num), weight_misses: optional(num), weight_bytes_read: optional(num),
-  weight_stall_ns: optional(num),
+  weight_stall_ns: optional(num), weight_prefetches: optional(num), weight_prefetch_hits: optional(num),
 });
 export const StepsPage = object({ from: num, to: num, total: num, steps: array(StepRow) });
 
