@@ -113,14 +113,14 @@ void gemm(benchmark::State& state, GgmlType type) {
   const BatchedKernels* batched = k->batched_for(kN, kRows);
   gemm_with(state, type, batched ? batched->for_token(0, 64) : k->vec_dot, kernel_isa());
 }
-// Q8_0's prompt tile per instruction set, whichever the table chose: AVX-512 VNNI and AMX side by side.
-void gemm_q8_0_avx512(benchmark::State& state) {
+// A prompt tile per instruction set, whichever the table chose: AVX-512 VNNI and AMX side by side.
+void gemm_avx512(benchmark::State& state, GgmlType type, DotKernel dot) {
   if (!__builtin_cpu_supports("avx512vnni")) return state.SkipWithError("no AVX-512 VNNI on this CPU");
-  gemm_with(state, GgmlType::Q8_0, DotKernel{avx512::vec_dot_q8_0, avx512::tile_q8_0}, "avx512-vnni");
+  gemm_with(state, type, dot, "avx512-vnni");
 }
-void gemm_q8_0_amx(benchmark::State& state) {
+void gemm_amx(benchmark::State& state, GgmlType type, DotKernel dot) {
   if (!amx_available()) return state.SkipWithError("no AMX-INT8 on this CPU (or the OS refused the tile state)");
-  gemm_with(state, GgmlType::Q8_0, DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0}, "amx");
+  gemm_with(state, type, dot, "amx");
 }
 
 void quantize_act(benchmark::State& state, GgmlType type) {
@@ -202,8 +202,13 @@ const int kRegistered = [] {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
     benchmark::RegisterBenchmark(("Gemm/" + std::string(type_name(t))).c_str(), gemm, t);
   }
-  benchmark::RegisterBenchmark("Gemm/Q8_0/avx512", gemm_q8_0_avx512);
-  benchmark::RegisterBenchmark("Gemm/Q8_0/amx", gemm_q8_0_amx);
+  benchmark::RegisterBenchmark("Gemm/Q8_0/avx512", gemm_avx512, GgmlType::Q8_0,
+                               DotKernel{avx512::vec_dot_q8_0, avx512::tile_q8_0});
+  benchmark::RegisterBenchmark("Gemm/Q8_0/amx", gemm_amx, GgmlType::Q8_0, DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0});
+  benchmark::RegisterBenchmark("Gemm/Q4_K/avx512", gemm_avx512, GgmlType::Q4_K,
+                               DotKernel{avx512::repack_gemm_q4_k, avx512::tile_repack_gemm_q4_k});
+  benchmark::RegisterBenchmark("Gemm/Q4_K/amx", gemm_amx, GgmlType::Q4_K,
+                               DotKernel{avx512::repack_gemm_q4_k, amx::tile_repack_gemm_q4_k});
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
     benchmark::RegisterBenchmark(("Gemv/" + std::string(type_name(t))).c_str(), gemv, t)
         ->ArgName("rows")

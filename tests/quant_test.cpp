@@ -832,6 +832,109 @@ TEST(QuantAmx, TileQ8_0HonoursStrides) {
     ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "output " << i;
 }
 
+// Q4_K prompt batches: "auto" runs the gemm on AMX tiles where the CPU has them (same bits as the AVX-512 tile);
+// the tokens llama.cpp sends through gemv keep the AVX-512 gemv.
+TEST(QuantAmx, AutoTakesTheQ4_KTileWhereAvailable) {
+  if (kernel_isa() != std::string("avx512-vnni")) GTEST_SKIP() << "the table is not at AVX-512 here: " << kernel_isa();
+  const BatchedKernels* q4k = find_kernels(G::Q4_K)->batched_for(2048, 256);
+  ASSERT_NE(q4k, nullptr);
+  EXPECT_EQ(q4k->for_token(0, 13),
+            (DotKernel{avx512::repack_gemm_q4_k,
+                       amx_available() ? amx::tile_repack_gemm_q4_k : avx512::tile_repack_gemm_q4_k}));
+  EXPECT_EQ(q4k->for_token(12, 13), (DotKernel{avx512::repack_gemv_q4_k, avx512::tile_repack_gemv_q4_k}));
+}
+
+// A Q4_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
+// every row have all nibbles 15 and all 6-bit scales and mins 63, and most activation super-blocks are all -128
+// (extremes 2) or 127 (extremes 1), their bsums kept consistent: the largest integer sums the blocks allow.
+struct Q4KMatrices {
+  std::vector<uint8_t> x, y;
+  Q4KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
+    for (int64_t r = 0; r < nr; ++r) {
+      auto row = random_weights(G::Q4_K, n, rng, false);
+      if (extremes)
+        for (int64_t b = 0; b < n / kQK_K; ++b)
+          if ((b + r) % 2) {
+            BlockQ4_K& blk = reinterpret_cast<BlockQ4_K*>(row.data())[b];
+            std::memset(blk.qs, 0xFF, sizeof(blk.qs));
+            std::memset(blk.scales, 0xFF, sizeof(blk.scales));
+          }
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      auto row = random_activations(G::Q8_K, n, rng, false);
+      if (extremes)
+        for (int64_t b = 0; b < n / kQK_K; ++b)
+          if ((b + t) % 3 != 2) {
+            BlockQ8_K& blk = reinterpret_cast<BlockQ8_K*>(row.data())[b];
+            const int8_t q = extremes > 1 ? -128 : 127;
+            std::fill(std::begin(blk.qs), std::end(blk.qs), q);
+            std::fill(std::begin(blk.bsums), std::end(blk.bsums), static_cast<int16_t>(16 * q));
+          }
+      y.insert(y.end(), row.begin(), row.end());
+    }
+  }
+};
+
+// The AMX Q4_K tile gives ref::repack_gemm_q4_k -- the order of the AVX-512 gemm tile, which "auto" used to run
+// and the reference records hold -- bit for bit for every (row, token): rows and tokens that are and are not
+// multiples of the 16 of a tile, integer extremes.
+TEST(QuantAmx, TileQ4_KEqualsGemmReferenceExactly) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  int cases = 0;
+  for (int64_t n : {256, 768, 2048})
+    for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1},
+                          {1, 2},
+                          {5, 3},
+                          {8, 4},
+                          {16, 16},
+                          {16, 64},
+                          {17, 15},
+                          {13, 33},
+                          {40, 17},
+                          {16, 100}})
+      for (int extremes : {0, 1, 2}) {
+        const Q4KMatrices m(n, nr, nt, rng, extremes);
+        const uint64_t x_row = row_bytes(G::Q4_K, n), y_row = row_bytes(G::Q8_K, n);
+        const int64_t ldo = nr + 3;
+        std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
+        amx::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, got.data(), ldo);
+        for (int64_t t = 0; t < nt; ++t)
+          for (int64_t r = 0; r < nr; ++r)
+            ref::repack_gemm_q4_k(n, &want[t * ldo + r], m.x.data() + r * x_row, m.y.data() + t * y_row);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << "n=" << n << " nr=" << nr << " nt=" << nt << " extremes=" << extremes << " output " << i << " (token "
+              << i / ldo << ", row " << i % ldo << "): " << got[i] << " vs " << want[i];
+        if (cpu_sets().avx512 && nr % 8 == 0) {  // and the AVX-512 tile it stands in for, on its shapes
+          std::vector<float> simd(nt * ldo, -7.0f);
+          avx512::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, simd.data(), ldo);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(simd[i])) << "avx512 output " << i;
+        }
+        ++cases;
+      }
+  EXPECT_EQ(cases, 3 * 10 * 3);
+}
+
+// Rows and tokens read in place with their strides (a weight slab's rows, a wider activation scratch).
+TEST(QuantAmx, TileQ4_KHonoursStrides) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  constexpr int64_t n = 512, nr = 19, nt = 21;
+  const Q4KMatrices m(n, nr, nt, rng, 0);
+  const uint64_t xr = row_bytes(G::Q4_K, n), yr = row_bytes(G::Q8_K, n), x_row = xr + 70, y_row = yr + 36;
+  std::vector<uint8_t> xs(nr * x_row, 0xCC), ys(nt * y_row, 0xCC);
+  for (int64_t r = 0; r < nr; ++r) std::memcpy(xs.data() + r * x_row, m.x.data() + r * xr, xr);
+  for (int64_t t = 0; t < nt; ++t) std::memcpy(ys.data() + t * y_row, m.y.data() + t * yr, yr);
+  std::vector<float> got(nt * nr), want(nt * nr);
+  amx::tile_repack_gemm_q4_k(n, nr, nt, xs.data(), x_row, ys.data(), y_row, got.data(), nr);
+  amx::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), xr, m.y.data(), yr, want.data(), nr);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "output " << i;
+}
+
 // The scalar VDPBF16PS emulation against the instruction itself, where the CPU has it.
 // GCC 12 warns about _mm512_undefined_* inside its own reduce intrinsic (the false positive simd_x86.h
 // also silences).

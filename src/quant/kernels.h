@@ -179,7 +179,8 @@ TT_FAST_KERNELS_DECL;
 // AMX-INT8 tiles (files *_amx.cpp, compiled for AVX-512 + AMX). Only called where amx_available() (quant.h);
 // each kernel loads its own tile configuration.
 namespace amx {
-TT_TILE_DECL(tile_q8_0);  // ref::amx_dot_q8_0 per (row, token)
+TT_TILE_DECL(tile_q8_0);              // ref::amx_dot_q8_0 per (row, token)
+TT_TILE_DECL(tile_repack_gemm_q4_k);  // ref::repack_gemm_q4_k per (row, token)
 }  // namespace amx
 
 }  // namespace tt

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "quant/amx_x86.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
 
@@ -26,16 +27,6 @@ constexpr int kGroups = 8;  // 4-byte groups of a 32-element block: B tile rows
 // Tile registers: tmm0 / tmm3 the int32 sums C, tmm1 / tmm4 the tokens A, tmm2 / tmm5 the weights B (GCC's tile
 // intrinsics take the register number as a literal).
 
-// The palette-1 tile configuration (Intel SDM, LDTILECFG's 64-byte memory operand).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
 void load_config() {
   TileConfig c;
   for (int set : {0, 3}) {
@@ -44,19 +35,6 @@ void load_config() {
     c.rows[set + 2] = kGroups, c.colsb[set + 2] = kTile * 4;  // B: 4-byte groups x weight rows
   }
   _tile_loadconfig(&c);
-}
-
-// Byte offsets of 16 rows `stride` bytes apart.
-__m512i row_offsets(uint64_t stride) {
-  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                            _mm512_set1_epi32(static_cast<int>(stride)));
-}
-
-// The scales of the blocks at `block` + offsets[i] for i < n as floats, zero beyond n.
-__m512 scales(const uint8_t* block, __m512i offsets, int64_t n) {
-  const __mmask16 valid = static_cast<__mmask16>((1u << n) - 1);
-  const __m512i d = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, block, 1);
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));  // the low half of each gathered dword is the scale
 }
 
 // The weights of rows [0, nr) (nr <= 16) for blocks [b0, b0 + nb) as B tiles: bt[j][k][4r + i] = qs[4k + i] of row
@@ -71,7 +49,7 @@ void transpose_weights(const uint8_t* x, uint64_t x_row, int64_t nr, int64_t b0,
                                                     block + offsetof(BlockQ8_0, qs) + 4 * k, 1);
       _mm512_storeu_si512(bt + (j * kGroups + k) * 64, g);
     }
-    dx[j] = scales(block, offsets, nr);
+    dx[j] = gather_halves(block, offsets, nr);
   }
 }
 
@@ -91,7 +69,7 @@ void token_group(int64_t nt, int64_t nr, const uint8_t* y, uint64_t y_row, int64
   }
   alignas(64) float dy[kChunk][kTile];  // the tokens' scales, zero beyond nt
   const __m512i tokens = row_offsets(y_row);
-  for (int64_t j = 0; j < nb; ++j) _mm512_store_ps(dy[j], scales(y + (b0 + j) * sizeof(BlockQ8_0), tokens, nt));
+  for (int64_t j = 0; j < nb; ++j) _mm512_store_ps(dy[j], gather_halves(y + (b0 + j) * sizeof(BlockQ8_0), tokens, nt));
   __m512 acc[kTile];
   for (int t = 0; t < kTile; ++t)
     acc[t] = first || t >= nt ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(rows, out + t * ldo);

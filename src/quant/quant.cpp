@@ -19,12 +19,14 @@ namespace tt {
 namespace {
 
 // Instruction sets, each including the ones before it. kAvx512Bf16 is kAvx512Vnni on a CPU that also has
-// VDPBF16PS, where llama.cpp computes BF16 with that instruction; kAmx adds AMX-INT8 tiles (Sapphire Rapids and
-// later) for Q8_0 prompt batches in the float order of llama.cpp's AMX kernels. That order is not the one of the
-// reference records (their llama.cpp did not take its AMX path: with it the logits of the Q8_0 models depart from
-// the records by up to 0.17), so kAmx is only chosen by name (`--kernel-isa amx`), never by "auto".
-enum class Isa { kScalar, kAvx2, kAvx512Vnni, kAvx512Bf16, kAmx };
-constexpr int kIsaCount = 5;
+// VDPBF16PS, where llama.cpp computes BF16 with that instruction. On CPUs with AMX-INT8 tiles (Sapphire Rapids and
+// later), kAmxExact also runs the Q4_K prompt batches on tiles, in the AVX-512 kernels' order bit for bit (exact
+// integer dots), so "auto" takes it; kAmx adds tiles for Q8_0 prompt batches in the float order of llama.cpp's AMX
+// kernels. That order is not the one of the reference records (their llama.cpp did not take its AMX path: with it
+// the logits of the Q8_0 models depart from the records by up to 0.17), so kAmx is only chosen by name
+// (`--kernel-isa amx`), never by "auto".
+enum class Isa { kScalar, kAvx2, kAvx512Vnni, kAvx512Bf16, kAmxExact, kAmx };
+constexpr int kIsaCount = 6;
 
 // One value per instruction set, indexed by Isa.
 template <typename T>
@@ -50,7 +52,7 @@ Isa detect_isa() {
 
 // The kernels are the process's: limit_kernel_isa() may lower their instruction set only before isa() first
 // fixes it (the table is resolved from that one answer).
-std::atomic<Isa> isa_cap{Isa::kAvx512Bf16};
+std::atomic<Isa> isa_cap{Isa::kAmxExact};
 std::atomic<bool> isa_fixed{false};
 
 Isa isa() {
@@ -78,18 +80,19 @@ struct Entry {
 };
 
 // A kernel's functions in the scalar reference, AVX2 and AVX-512 namespaces (the same name in each), or in the
-// two SIMD ones. AVX-512 + BF16 and AMX run the AVX-512 kernels (only the BF16 and Q8_0 entries tell them apart).
+// two SIMD ones. AVX-512 + BF16 and AMX run the AVX-512 kernels (only the BF16, Q4_K and Q8_0 entries tell them
+// apart).
 #define TT_EACH_ISA(name) ref::name, avx2::name, avx512::name
 #define TT_SIMD(name) avx2::name, avx512::name
 
 PerIsa<QuantizeRowFn> each_isa(QuantizeRowFn scalar, QuantizeRowFn avx2, QuantizeRowFn avx512) {
-  return {scalar, avx2, avx512, avx512, avx512};
+  return {scalar, avx2, avx512, avx512, avx512, avx512};
 }
 // Dot products, with their tile kernels where the SIMD sets have them.
 PerIsa<DotKernel> each_isa(VecDotFn scalar, VecDotFn avx2, VecDotFn avx512, TileFn avx2_tile = nullptr,
                            TileFn avx512_tile = nullptr) {
-  return {DotKernel{scalar}, DotKernel{avx2, avx2_tile}, DotKernel{avx512, avx512_tile}, DotKernel{avx512, avx512_tile},
-          DotKernel{avx512, avx512_tile}};
+  const DotKernel fast512{avx512, avx512_tile};
+  return {DotKernel{scalar}, DotKernel{avx2, avx2_tile}, fast512, fast512, fast512, fast512};
 }
 
 // Activations to halves with a SIMD row conversion.
@@ -106,6 +109,12 @@ PerIsa<std::optional<BatchedKernels>> repacked(const PerIsa<DotKernel>& gemv, co
   PerIsa<std::optional<BatchedKernels>> out;
   for (int i = 0; i < kIsaCount; ++i) out[i] = repacked(gemv[i], gemm[i]);
   return out;
+}
+
+// The Q4_K gemm on AMX tiles where the CPU has them (kAmxExact and up): the same outputs bit for bit.
+PerIsa<DotKernel> q4_k_gemm_amx(PerIsa<DotKernel> gemm) {
+  for (Isa i : {Isa::kAmxExact, Isa::kAmx}) gemm[static_cast<int>(i)].tile = amx::tile_repack_gemm_q4_k;
+  return gemm;
 }
 
 // BF16 batches through tinyBLAS where the CPU has VDPBF16PS (K in whole 32-element steps, N in groups of 4).
@@ -159,8 +168,9 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_bf16,
        .quantize_activations = each_isa(ref::quantize_bf16, ref::quantize_bf16, ref::quantize_bf16),
        .vec_dot = {DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16},
-                   DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::vec_dot_bf16_avx512bf16}},
-       .batched = {std::nullopt, std::nullopt, std::nullopt, bf16_tinyblas(), bf16_tinyblas()}},
+                   DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::vec_dot_bf16_avx512bf16},
+                   DotKernel{ref::vec_dot_bf16_avx512bf16}},
+       .batched = {std::nullopt, std::nullopt, std::nullopt, bf16_tinyblas(), bf16_tinyblas(), bf16_tinyblas()}},
       {.type = G::Q4_0,
        .vec_dot_type = G::Q8_0,
        .block_size = kQK4_0,
@@ -242,7 +252,7 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_q4_k,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q4_k)),
        .batched = repacked(each_isa(TT_EACH_ISA(repack_gemv_q4_k), TT_SIMD(tile_repack_gemv_q4_k)),
-                           each_isa(TT_EACH_ISA(repack_gemm_q4_k), TT_SIMD(tile_repack_gemm_q4_k)))},
+                           q4_k_gemm_amx(each_isa(TT_EACH_ISA(repack_gemm_q4_k), TT_SIMD(tile_repack_gemm_q4_k))))},
       {.type = G::Q5_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,
@@ -327,8 +337,8 @@ struct OpKernels {
   }
 
 const OpKernels& ops() {
-  static const PerIsa<OpKernels> all = {TT_OP_KERNELS(ref), TT_OP_KERNELS(avx2), TT_OP_KERNELS(avx512),
-                                        TT_OP_KERNELS(avx512), TT_OP_KERNELS(avx512)};
+  static const PerIsa<OpKernels> all = {TT_OP_KERNELS(ref),    TT_OP_KERNELS(avx2),   TT_OP_KERNELS(avx512),
+                                        TT_OP_KERNELS(avx512), TT_OP_KERNELS(avx512), TT_OP_KERNELS(avx512)};
   return all[static_cast<int>(isa())];
 }
 
@@ -363,7 +373,9 @@ void limit_kernel_isa(std::string_view name) {
   Isa cap;
   if (name == "amx")
     cap = Isa::kAmx;
-  else if (name == "auto" || name == "avx512")
+  else if (name == "auto")
+    cap = Isa::kAmxExact;
+  else if (name == "avx512")
     cap = Isa::kAvx512Bf16;
   else if (name == "avx2")
     cap = Isa::kAvx2;
@@ -387,6 +399,7 @@ const char* kernel_isa() {
       return "amx";
     case Isa::kAvx512Vnni:
     case Isa::kAvx512Bf16:
+    case Isa::kAmxExact:  // the AVX-512 kernels' results
       return "avx512-vnni";
     case Isa::kAvx2:
       return "avx2";
