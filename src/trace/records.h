@@ -152,7 +152,7 @@ struct WeightLoadRecord {
   uint64_t offset = 0, bytes = 0;      // the unit's absolute file offset and bytes
   uint64_t start_ns = 0, end_ns = 0;   // the read, relative to the run start (a hit: both when it was found)
   uint64_t wait_ns = 0;                // how long the node waited for it (a demand miss: its read)
-  bool hit = false, prefetch = false;  // resident already; brought in ahead of its use (phase 2: always false)
+  bool hit = false, prefetch = false;  // resident already; a prefetcher read, ahead of its use (`--prefetch`)
 };
 
 }  // namespace tt::trace
