@@ -7,6 +7,9 @@
 
 namespace tt::amx {
 
+constexpr int kTile = 16;   // tokens of an A tile, weight rows of a B tile
+constexpr int kGroups = 8;  // 4-byte groups of a 32-element block: B tile rows
+
 // The palette-1 tile configuration (Intel SDM, LDTILECFG's 64-byte memory operand); each kernel fills in its
 // tiles' shapes and loads it.
 struct alignas(64) TileConfig {

@@ -23,9 +23,7 @@
 namespace tt::amx {
 namespace {
 
-constexpr int kTile = 16;     // tokens of an A tile, weight rows of a B tile
 constexpr int kSub = 8;       // 32-element sub-blocks of a super-block
-constexpr int kGroups = 8;    // 4-byte groups of a sub-block: B tile rows
 constexpr int kQsOffset = 4;  // BlockQ8_K::qs, after the float d
 // Tokens whose accumulators stay on the stack while a super-block's transposed rows serve them (mul_mat's token
 // tiles are this size, so each super-block is transposed once a call).

@@ -21,9 +21,7 @@
 namespace tt::amx {
 namespace {
 
-constexpr int kTile = 16;   // tokens of an A tile, weight rows of a B tile
-constexpr int kChunk = 8;   // blocks whose weights are transposed together, then met by every token
-constexpr int kGroups = 8;  // 4-byte groups of a 32-element block: B tile rows
+constexpr int kChunk = 8;  // blocks whose weights are transposed together, then met by every token
 // Tile registers: tmm0 / tmm3 the int32 sums C, tmm1 / tmm4 the tokens A, tmm2 / tmm5 the weights B (GCC's tile
 // intrinsics take the register number as a literal).
 
@@ -81,6 +79,7 @@ void token_group(int64_t nt, int64_t nr, const uint8_t* y, uint64_t y_row, int64
   };
   // Two sets of tiles take alternate blocks (tmm0-2 even, tmm3-5 odd): one block's product runs while the
   // previous block's sums are scaled.
+  // GCC's _tile_* macros paste their tile numbers into the instruction text, so the two sets are spelled out.
   _tile_loadd(1, a, a_stride);
   _tile_loadd(2, bt, 64);
   _tile_zero(0);
