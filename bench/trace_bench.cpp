@@ -77,9 +77,9 @@ void BM_StepLine(benchmark::State& state) {
 }
 BENCHMARK(BM_StepLine);
 
-// One generation step's op times as the tracer writes them (one OP_ADVANCES_PACKED record): 252 nodes (TinyLLama-v0)
+// One generation step's op times as the tracer writes them (one OPS record): 252 nodes (TinyLLama-v0)
 // on 2 workers, thread 0 running every node, thread 1 a third of them, shares of 40 ns to 20 us.
-void BM_TraceWriterAdvances(benchmark::State& state) {
+void BM_TraceWriterOps(benchmark::State& state) {
   constexpr uint32_t kNodes = 252;
   constexpr uint16_t kThreads = 2;
   constexpr int kSteps = 64;  // different times each step, as a run has (the same ones would train the branches)
@@ -104,7 +104,7 @@ void BM_TraceWriterAdvances(benchmark::State& state) {
     trace::TraceWriter writer(path);
     uint32_t step = 0;
     for (auto _ : state) {
-      writer.op_advances({step, Phase::GENERATE, 5, 6, 0, kNodes, kThreads}, steps[step % kSteps], kNodes);
+      writer.ops({step, 0, kNodes, kThreads}, steps[step % kSteps], {}, kNodes);
       ++step;
       if (writer.bytes_buffered() >= trace::TraceWriter::kFlushBytes) {
         state.PauseTiming();
@@ -117,7 +117,7 @@ void BM_TraceWriterAdvances(benchmark::State& state) {
   std::filesystem::remove(path);
   state.SetItemsProcessed(state.iterations() * kNodes);
 }
-BENCHMARK(BM_TraceWriterAdvances);
+BENCHMARK(BM_TraceWriterOps);
 
 // The tracer's work around one generation step of a real model (args: 0 stories260K, 1 TinyLLama-v0, 2 the main
 // model synth-llama-768 and 3 synth-qwen2-256 from ../shared), without the

@@ -730,6 +730,9 @@ std::string crafted_run(const std::string& name, std::optional<uint64_t> file_si
   return dir;
 }
 
+// One worker's share of a crafted op (TraceWriter::op's times).
+constexpr uint64_t kShare[] = {10, 20};
+
 // A MUL_MAT of step `step` reading the model file at each of `reads` (offset, length).
 trace::OpRecord file_reading_op(uint32_t step, std::initializer_list<std::pair<uint64_t, uint64_t>> reads) {
   trace::OpRecord o;
@@ -770,11 +773,12 @@ void expect_every_loader_rejects(const std::string& dir, const std::string& expe
 }
 
 // An op record of a step the trace does not have (2^32 - 16): analyze and serve sized per-step tables by it (100 GB).
+// The trace reader refuses it (an op record belongs to the step begun last).
 TEST(AnalysisRunChecks, OpOfAStepOutsideTheTrace) {
   const std::string dir = crafted_run("far-step", 1 << 20, [](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(file_reading_op(0xFFFFFFF0, {{0, 4096}}), ids);
+    w.op(file_reading_op(0xFFFFFFF0, {{0, 4096}}), ids, kShare);
   });
-  expect_every_loader_rejects(dir, "op of step 4294967280 outside the trace (1 steps)");
+  expect_every_loader_rejects(dir, "op record of step 4294967280 outside that step's STEP_BEGIN and STEP_END");
 }
 
 // A STEP_BEGIN numbered out of order: readers size per-step tables by the step numbers the markers give.
@@ -789,19 +793,19 @@ TEST(AnalysisRunChecks, StepMarkersNumberedInOrder) {
 // A MODEL_FILE read of 2^40 bytes from a 1 MiB model: analyze made a page access per 4 KiB of it (gigabytes).
 TEST(AnalysisRunChecks, ModelFileReadPastTheFile) {
   std::string dir = crafted_run("long-read", 1 << 20, [](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(file_reading_op(0, {{0, 4096}, {4096, uint64_t{1} << 40}}), ids);
+    w.op(file_reading_op(0, {{0, 4096}, {4096, uint64_t{1} << 40}}), ids, kShare);
   });
   expect_every_loader_rejects(dir,
                               "reads 1099511627776 MODEL_FILE bytes at offset 4096, past the end of the "
                               "1048576-byte model file");
   // Wrapping around 2^64 is past the end too.
   dir = crafted_run("wrapping-read", 1 << 20, [](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(file_reading_op(0, {{16, UINT64_MAX - 8}}), ids);
+    w.op(file_reading_op(0, {{16, UINT64_MAX - 8}}), ids, kShare);
   });
   expect_every_loader_rejects(dir, "past the end of the 1048576-byte model file");
   // Without memory-map.json nothing bounds the reads: an error, not a guess.
   dir = crafted_run("no-map", std::nullopt, [](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(file_reading_op(0, {{0, 4096}}), ids);
+    w.op(file_reading_op(0, {{0, 4096}}), ids, kShare);
   });
   expect_every_loader_rejects(dir, "reads model-file bytes, but no memory-map.json gives the file's size");
 }
@@ -811,7 +815,7 @@ TEST(AnalysisRunChecks, ModelFileReadPastTheFile) {
 TEST(AnalysisRunChecks, PageSizeAndJumpsPast2To63) {
   const uint64_t far = (uint64_t{1} << 63) + 100;
   const std::string dir = crafted_run("far-read", UINT64_MAX, [&](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(file_reading_op(0, {{0, 1}, {far, 8}}), ids);
+    w.op(file_reading_op(0, {{0, 1}, {far, 8}}), ids, kShare);
   });
   const RunData run = load_run(dir);
   AnalyzeOptions opt;
@@ -960,7 +964,7 @@ TEST(AnalysisThreadTime, HighestThreadNumberCounted) {
   EXPECT_EQ(threads[0]["busy_ns_total"], 0u);
 }
 
-TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {
+TEST(AnalysisTrace, IoRecordRoundTripAndVersion1Refused) {
   const std::string path = ::testing::TempDir() + "tt-io-trace.bin";
   {
     trace::TraceWriter w(path);
@@ -984,21 +988,21 @@ TEST(AnalysisTrace, IoRecordRoundTripAndVersion1StillRead) {
   EXPECT_EQ(t.io[0].workers[0].read_bytes, 12288u);
   EXPECT_EQ(t.io[0].ranges[1].offset, 65536u);
 
-  // A version-1 file (no IO records) is still read.
+  // A version-1 file (from before IO records) is refused by name: its op records were encoded otherwise.
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const uint32_t v1 = 1;
-  std::string old = bytes.substr(0, 8) + std::string(reinterpret_cast<const char*>(&v1), 4) + bytes.substr(12, 4);
-  // Keep only the STEP_BEGIN record (the first one, after the header and the first block's header).
-  const size_t first = trace::kHeaderBytes + trace::kBlockHeaderBytes;
-  uint32_t len;
-  std::memcpy(&len, bytes.data() + first, 4);
-  old += bytes.substr(first, 5 + len);
+  bytes.replace(8, 4, reinterpret_cast<const char*>(&v1), 4);
   const std::string old_path = ::testing::TempDir() + "tt-v1-trace.bin";
-  std::ofstream(old_path, std::ios::binary) << old;
-  trace::TraceContents t1 = trace::read_trace(old_path);
-  EXPECT_EQ(t1.version, 1u);
-  EXPECT_EQ(t1.steps.size(), 1u);
+  std::ofstream(old_path, std::ios::binary) << bytes;
+  try {
+    trace::read_trace(old_path);
+    ADD_FAILURE() << "a version-1 trace was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("trace format version 1 was written by an older tensortrace"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(DiffRuns, QuantizationsReportFirstDivergentOp) {

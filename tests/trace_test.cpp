@@ -310,28 +310,27 @@ TEST(Trace, TruncatedTraceIsReadUpToTheLastCompleteRecord) {
   for (size_t i = 0; i < cut.ops.size(); ++i) EXPECT_EQ(cut.ops[i].name, whole.ops[i].name);
 }
 
-// Compact traces (OP_ADVANCES_PACKED for ops whose record follows from the previous step's, OP_DELTA for the changes)
-// read back to the same records as full ones: two greedy runs, compact and not, agree on every field but the times.
-// Past the first steps, cache views advance by their stride, so the compact trace is a fraction of the full one, and
-// it reads back as the full one (with two threads the same nodes split the same way in both runs, so thread fields
-// agree too).
-class CompactTrace : public testing::TestWithParam<int> {};
-TEST_P(CompactTrace, ReadsBackAsFullRecords) {
+// OPS records (a node's previous record moved by its stride, or by changes) read back to the same records as whole
+// OP records: a greedy run and one with --trace-values (every record whole, with statistics) agree on every field but
+// the times and statistics. Past the first steps, cache views advance by their stride, so the trace is a fraction of
+// the whole-record one (with two threads the same nodes split the same way in both runs: thread fields agree too).
+class OpsTrace : public testing::TestWithParam<int> {};
+TEST_P(OpsTrace, ReadsBackAsWholeRecords) {
   const int n_threads = GetParam();
   TempDir tmp;
   trace::TraceContents t[2];
   uint64_t bytes[2];
-  for (int compact = 0; compact < 2; ++compact) {
-    const std::string dir = (tmp.path / fmt::format("run{}", compact)).string();
+  for (int whole = 0; whole < 2; ++whole) {
+    const std::string dir = (tmp.path / fmt::format("run{}", whole)).string();
     ExperimentOptions o = stories_options(dir, 12);
     o.n_threads = n_threads;
-    o.trace_options.compact = compact == 1;
+    o.trace_options.values = whole == 1;
     run_experiment(o, nullptr);
-    t[compact] = trace::read_trace(dir + "/trace.bin");
-    bytes[compact] = fs::file_size(dir + "/trace.bin");
+    t[whole] = trace::read_trace(dir + "/trace.bin");
+    bytes[whole] = fs::file_size(dir + "/trace.bin");
   }
   ASSERT_EQ(t[0].ops.size(), t[1].ops.size());
-  EXPECT_LT(bytes[1], bytes[0] / 3) << "compact trace not a third of the full one";
+  EXPECT_LT(bytes[0], bytes[1] / 3) << "trace not a third of the whole-record one";
   auto same_tensor = [](const trace::TensorRecord& a, const trace::TensorRecord& b) {
     bool same = a.name == b.name && a.type == b.type && a.pool == b.pool && a.buffer_id == b.buffer_id &&
                 a.offset == b.offset && a.bytes == b.bytes && a.ranges.size() == b.ranges.size();
@@ -353,10 +352,11 @@ TEST_P(CompactTrace, ReadsBackAsFullRecords) {
                 a.inputs.size() == b.inputs.size();
     for (size_t k = 0; same && k < a.inputs.size(); ++k) same = same_tensor(a.inputs[k], b.inputs[k]);
     ASSERT_TRUE(same) << "op " << i << " (step " << a.step << ", node " << a.node << ", " << a.name
-                      << ") differs between the full and the compact trace";
+                      << ") differs between the trace and the whole-record one";
+    EXPECT_FALSE(a.has_stats);
   }
 }
-INSTANTIATE_TEST_SUITE_P(Threads, CompactTrace, testing::Values(1, 2));
+INSTANTIATE_TEST_SUITE_P(Threads, OpsTrace, testing::Values(1, 2));
 
 // Reading the trace at path fails with a message containing `expected`.
 void expect_rejected(const std::string& path, const std::string& expected) {
@@ -369,9 +369,15 @@ void expect_rejected(const std::string& path, const std::string& expected) {
   ADD_FAILURE() << "accepted; expected: " << expected;
 }
 
-// Handcrafted compact records: OP_DELTA changes a node's previous record and sets its stride, OP_ADVANCES_PACKED adds
-// the stride again (a cache read growing one position a step); records that refer to nothing are errors naming it.
-TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
+trace::StepMarker step_marker(uint32_t s, bool ended) {
+  const auto p = static_cast<int32_t>(s);
+  return {s, Phase::GENERATE, p, p + 1, 10 * s, ended ? 10 * s + 5 : 0, ended ? 7 : -1, ended ? 0.5f : 0, ended};
+}
+
+// Handcrafted OPS records: a move changes a node's previous record and sets its stride, a later OPS record adds the
+// stride again (a cache read growing one position a step), a move of no changes stops it; records take their step's
+// phase and positions; records that refer to nothing or lie outside their step are errors naming it.
+TEST(TraceFormat, MoveSetsStrideAndOpsAdvanceByIt) {
   TempDir tmp;
   const std::string path = (tmp.path / "trace.bin").string();
   trace::OpRecord r;
@@ -392,64 +398,93 @@ TEST(TraceFormat, DeltaSetsStrideAndAdvancesAddIt) {
     records(w, ids);
     w.flush();
   };
+  const uint64_t times[5][2] = {{10, 20}, {1000, 1010}, {2000, 2010}, {3000, 3010}, {4000, 4010}};
+  using Changes = std::vector<std::pair<uint32_t, uint64_t>>;
+  const Changes grow = {{kLength, 128}, {kPosEnd, 1}}, none;
   write([&](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(r, ids);
-    r.step = 1;
-    const std::pair<uint32_t, uint64_t> changes[] = {{kLength, 128}, {kPosEnd, 1}};
-    w.op_delta(r, changes);
-    const uint64_t times[2][2] = {{1000, 1010}, {2000, 2010}};
-    w.op_advances({2, Phase::GENERATE, 2, 3, 0, 1, 1}, times[0], 1);
-    w.op_advances({3, Phase::GENERATE, 3, 4, 0, 1, 1}, times[1], 1);
+    w.step_begin(step_marker(0, false));
+    w.op(r, ids, times[0]);
+    w.step_end(step_marker(0, true));
+    for (uint32_t s = 1; s < 5; ++s) {
+      w.step_begin(step_marker(s, false));
+      std::vector<trace::TraceWriter::Moved> moved;
+      if (s == 1) moved.push_back({0, grow});
+      if (s == 4) moved.push_back({0, none});
+      w.ops({s, 0, 1, 1}, times[s], moved, 1);
+      w.step_end(step_marker(s, true));
+    }
   });
   const trace::TraceContents t = trace::read_trace(path);
-  ASSERT_EQ(t.ops.size(), 4u);
-  for (uint32_t s = 0; s < 4; ++s) {
+  ASSERT_EQ(t.ops.size(), 5u);
+  for (uint32_t s = 0; s < 5; ++s) {
+    SCOPED_TRACE(fmt::format("step {}", s));
     const trace::RangeRecord& x = t.ops[s].inputs.at(0).ranges.at(0);
+    const uint32_t grown = std::min(s, 3u) + 1;  // step 4 stopped moving
     EXPECT_EQ(t.ops[s].step, s);
-    EXPECT_EQ(x.length, 128u * (s + 1)) << "step " << s;
-    EXPECT_EQ(x.pos_end, static_cast<int32_t>(s + 1)) << "step " << s;
+    EXPECT_EQ(t.ops[s].pos_begin, static_cast<int32_t>(s));
+    EXPECT_EQ(t.ops[s].pos_end, static_cast<int32_t>(s + 1));
+    EXPECT_EQ(t.ops[s].phase, Phase::GENERATE);
+    EXPECT_EQ(x.length, 128u * grown);
+    EXPECT_EQ(x.pos_end, static_cast<int32_t>(grown));
     EXPECT_EQ(x.offset, 0u);
     EXPECT_EQ(t.ops[s].inputs[0].name, "cache_k_l0 (view)");
+    EXPECT_EQ(t.ops[s].start_ns, times[s][0]);
+    EXPECT_EQ(t.ops[s].end_ns, times[s][1]);
   }
-  EXPECT_EQ(t.ops[3].start_ns, 2000u);
-  EXPECT_EQ(t.ops[3].end_ns, 2010u);
-  EXPECT_EQ(t.spans.size(), 2u);
+  EXPECT_EQ(t.spans.size(), 5u);
 
   auto rejected = [&](const std::string& expected) { expect_rejected(path, expected); };
+  const uint64_t share[] = {0, 10};
   write([&](trace::TraceWriter& w, const uint32_t*) {
-    const uint64_t times[] = {0, 10};
-    w.op_advances({0, Phase::GENERATE, 0, 1, 5, 1, 1}, times, 1);
+    w.step_begin(step_marker(0, false));
+    w.ops({0, 5, 1, 1}, share, {}, 1);
   });
-  rejected("OP_ADVANCES_PACKED of node 5 (step 0) before any OP record of that node");
+  rejected("OPS of node 5 (step 0) before any OP record of that node");
   write([&](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(r, ids);
-    const std::pair<uint32_t, uint64_t> changes[] = {{99, 1}};
-    w.op_delta(r, changes);
+    w.step_begin(step_marker(0, false));
+    w.op(r, ids, share);
+    const Changes bad = {{99, 1}};
+    const trace::TraceWriter::Moved moved[] = {{0, bad}};
+    w.ops({0, 0, 1, 1}, share, moved, 1);
   });
   rejected("change to field 99 of node 0, which has 30");
+  write([&](trace::TraceWriter& w, const uint32_t* ids) { w.op(r, ids, share); });
+  rejected("op record of step 0 outside that step's STEP_BEGIN and STEP_END");
   write([&](trace::TraceWriter& w, const uint32_t* ids) {
+    w.step_begin(step_marker(0, false));
+    w.step_end(step_marker(0, true));
+    w.op(r, ids, share);
+  });
+  rejected("op record of step 0 outside that step's STEP_BEGIN and STEP_END");
+  write([&](trace::TraceWriter& w, const uint32_t* ids) {
+    w.step_begin(step_marker(0, false));
     r.node = 1u << 30;
-    w.op(r, ids);
+    w.op(r, ids, share);
   });
   rejected("node index 1073741824 beyond any graph");
   write([&](trace::TraceWriter& w, const uint32_t* ids) {
+    w.step_begin(step_marker(0, false));
     r.node = trace::kMaxNodes;  // the first index past the bound: would cost a record slot per index up to it
-    w.op(r, ids);
+    w.op(r, ids, share);
   });
   rejected("node index 65536 beyond any graph (65536 nodes at most)");
   r.node = 0;
   write([&](trace::TraceWriter& w, const uint32_t* ids) {
-    w.op(r, ids);
-    w.op_advances({1, Phase::GENERATE, 1, 2, 0, 1, 0}, {}, 0);  // nodes of no workers: no bytes per node
+    w.step_begin(step_marker(0, false));
+    w.op(r, ids, share);
+    w.ops({0, 0, 1, 0}, {}, {}, 0);  // nodes of no workers: no bytes per node
   });
-  rejected("OP_ADVANCES_PACKED record of no workers");
+  rejected("shares of 0 workers (1 to 1024)");
   // Enumerations outside their range (consumers look their names up): an unknown pool and an unknown tensor type.
   for (const auto& [patch, expected] : {std::pair<int, std::string>{0, "unknown buffer pool 9"},
                                         std::pair<int, std::string>{1, "unknown tensor type 200"}}) {
     trace::OpRecord bad = r;
     if (patch == 0) bad.inputs[0].ranges[0].pool = static_cast<Pool>(9);
     if (patch == 1) bad.out.type = static_cast<GgmlType>(200);
-    write([&](trace::TraceWriter& w, const uint32_t* ids) { w.op(bad, ids); });
+    write([&](trace::TraceWriter& w, const uint32_t* ids) {
+      w.step_begin(step_marker(0, false));
+      w.op(bad, ids, share);
+    });
     rejected(expected);
   }
 }
@@ -462,7 +497,7 @@ void write_file(const std::string& path, std::span<const uint8_t> bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
-// Offsets of the blocks of a version-8 file (each header's length leads to the next).
+// Offsets of the blocks of a trace file (each header's length leads to the next).
 std::vector<size_t> block_offsets(std::span<const uint8_t> file) {
   std::vector<size_t> blocks;
   for (size_t pos = trace::kHeaderBytes; pos + trace::kBlockHeaderBytes <= file.size();) {
@@ -473,11 +508,8 @@ std::vector<size_t> block_offsets(std::span<const uint8_t> file) {
   }
   return blocks;
 }
-// The records of a trace file: from version 8 on its blocks' payloads, in order; before, what follows the header.
+// The records of a trace file: its blocks' payloads, in order.
 std::vector<uint8_t> records_of(std::span<const uint8_t> file) {
-  uint32_t version;
-  std::memcpy(&version, file.data() + 8, 4);
-  if (version < trace::kFirstBlockVersion) return {file.begin() + trace::kHeaderBytes, file.end()};
   std::vector<uint8_t> records;
   for (size_t pos : block_offsets(file)) {
     uint32_t len;
@@ -488,7 +520,7 @@ std::vector<uint8_t> records_of(std::span<const uint8_t> file) {
   return records;
 }
 
-// Little-endian record bytes built by hand (records the writer does not write: older kinds, corrupt ones).
+// Little-endian record bytes built by hand (records the writer does not write: corrupt ones).
 struct RecordBytes {
   std::vector<uint8_t> payload;
   template <typename T>
@@ -502,33 +534,15 @@ struct RecordBytes {
     payload.insert(payload.end(), bytes, trace::put_varint(bytes, v));
     return *this;
   }
-  // The header of an OP_ADVANCES(_PACKED) record: step 1 (GENERATE, positions 1-2) of `count` nodes from node 0.
-  static RecordBytes advances(uint32_t count, uint16_t n_threads, uint64_t base) {
+  // The start of an OPS record of step 1: `count` nodes from node 0, none moved, then the shares' header.
+  static RecordBytes ops(uint32_t count, uint16_t n_workers, uint64_t base) {
     RecordBytes b;
-    b.put<uint32_t>(1).put<uint8_t>(1).put<int32_t>(1).put<int32_t>(2).put<uint32_t>(0).put<uint32_t>(count);
-    b.put<uint16_t>(n_threads).put<uint64_t>(base);
+    b.put<uint32_t>(1).put<uint32_t>(0).put<uint32_t>(count).varint(0);
+    b.put<uint16_t>(n_workers).put<uint64_t>(base);
     return b;
   }
-  // An OP record of versions 1 to 7: a MUL_MAT of no inputs named by string 0, step 0, node `node`, on two workers,
-  // with `n_fused` fused op kinds (u16 count, then u8 kinds) between its write range and n_inputs.
-  static RecordBytes old_op(uint32_t node, uint16_t n_fused) {
-    RecordBytes b;
-    b.put<uint32_t>(0).put<uint32_t>(node).put<uint8_t>(0).put<uint8_t>(static_cast<uint8_t>(OpKind::MUL_MAT));
-    b.put<int16_t>(-1).put<int32_t>(0).put<int32_t>(0).put<uint16_t>(0).put<uint16_t>(2).put<uint64_t>(0);
-    b.put<uint64_t>(0).put<uint32_t>(0);
-    // Output tensor: string 0, F32, ACTIVATION, ne 1 x 1 x 1 x 1, no buffer; write range: none.
-    b.put<uint32_t>(0).put<uint8_t>(0).put<uint8_t>(static_cast<uint8_t>(Pool::ACTIVATION));
-    for (int d = 0; d < 4; ++d) b.put<int64_t>(1);
-    b.put<int32_t>(-1).put<uint64_t>(0).put<uint64_t>(0);
-    b.put<uint8_t>(0).put<int32_t>(-1).put<uint64_t>(0).put<uint64_t>(0).put<int32_t>(-1).put<int32_t>(-1);
-    b.put<uint16_t>(n_fused);
-    for (uint16_t k = 0; k < n_fused; ++k) b.put<uint8_t>(static_cast<uint8_t>(OpKind::ADD));
-    b.put<uint16_t>(0).put<uint8_t>(0);  // no inputs, no statistics
-    return b;
-  }
-  // Appends the record to the records of the file at path (written by TraceWriter), whose header then says
-  // `version`: the records follow the header, sealed in one block from version 8 on.
-  void append_to(const std::string& path, trace::RecordKind kind, uint32_t version) const {
+  // Appends the record to the records of the file at path (written by TraceWriter), in one block.
+  void append_to(const std::string& path, trace::RecordKind kind) const {
     const std::vector<uint8_t> file = file_bytes(path);
     std::vector<uint8_t> records = records_of(file);
     const auto n = static_cast<uint32_t>(payload.size());
@@ -537,35 +551,35 @@ struct RecordBytes {
     records.push_back(k);
     records.insert(records.end(), payload.begin(), payload.end());
     std::vector<uint8_t> out(file.begin(), file.begin() + trace::kHeaderBytes);
-    std::memcpy(out.data() + 8, &version, 4);
-    if (version >= trace::kFirstBlockVersion)
-      trace::seal_block(records, out);
-    else
-      out.insert(out.end(), records.begin(), records.end());
+    trace::seal_block(records, out);
     write_file(path, out);
   }
 };
 
-// OP_ADVANCES_PACKED's varint times read back exactly: shares starting where the worker's previous one ended, after
-// a gap, before it (a counter read behind on another core), lasting over 2^32 ns (which version 5's u32 times could
-// not hold), and workers without a share. Version 5's OP_ADVANCES still reads; corrupt varints are errors.
-TEST(TraceFormat, PackedTimesReadBackExactly) {
+// The shares' varint times read back exactly: shares starting where the worker's previous one ended, after a gap,
+// before it (a counter read behind on another core), lasting over 2^32 ns, and workers without a share. Corrupt
+// varints and counts past the record are errors.
+TEST(TraceFormat, SharesReadBackExactly) {
   TempDir tmp;
   const std::string path = (tmp.path / "trace.bin").string();
   trace::OpRecord r;
   r.op = OpKind::MUL_MAT;
-  r.n_threads = 2;
+  // Step 0's two OP records and step 1 begun; then an OPS record of both nodes with `times` (none: left open).
   auto write = [&](std::span<const uint64_t> times) {
     trace::TraceWriter w(path);
     const uint32_t ids[2] = {w.intern("ffn_out-0"), w.intern("ffn_out-0")};
+    w.step_begin(step_marker(0, false));
+    const uint64_t share[] = {0, 10, trace::TraceWriter::kNoShareNs, trace::TraceWriter::kNoShareNs};
     for (uint32_t node = 0; node < 2; ++node) {
       r.node = node;
-      w.op(r, ids);
+      w.op(r, ids, share);
     }
-    if (!times.empty()) w.op_advances({1, Phase::GENERATE, 1, 2, 0, 2, 2}, times, 3);
+    w.step_end(step_marker(0, true));
+    w.step_begin(step_marker(1, false));
+    if (!times.empty()) w.ops({1, 0, 2, 2}, times, {}, 3);
     w.flush();
   };
-  // What the packed record's two nodes (ops 2 and 3) read back as: each op's (thread, n_threads, start, end) and each
+  // What the OPS record's two nodes (ops 2 and 3) read back as: each op's (thread, n_threads, start, end) and each
   // span's (thread, 0, start, end).
   using Times = std::array<uint64_t, 4>;
   auto expect_read_back = [&](std::span<const uint64_t> times, const std::array<Times, 2>& ops,
@@ -577,9 +591,9 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
       const trace::OpRecord& o = t.ops[2 + k];
       EXPECT_EQ((Times{o.thread, o.n_threads, o.start_ns, o.end_ns}), ops[k]) << "op " << 2 + k;
     }
-    ASSERT_EQ(t.spans.size(), spans.size());
+    ASSERT_EQ(t.spans.size(), 2 + spans.size());  // step 0's, then the OPS record's
     for (size_t k = 0; k < spans.size(); ++k) {
-      const trace::SpanRecord& s = t.spans[k];
+      const trace::SpanRecord& s = t.spans[2 + k];
       EXPECT_EQ((Times{s.thread, 0, s.start_ns, s.end_ns}), spans[k]) << "span " << k;
     }
   };
@@ -592,84 +606,96 @@ TEST(TraceFormat, PackedTimesReadBackExactly) {
   const uint64_t behind[] = {kNo, kNo, 7000, 7500, 9000, 9400, 7400, 7600};
   expect_read_back(behind, {Times{1, 1, 7000, 7500}, Times{0, 2, 7400, 9400}},
                    {{1, 0, 7000, 7500}, {0, 0, 9000, 9400}, {1, 0, 7400, 7600}});
-  trace::TraceContents t;
 
   using K = trace::RecordKind;
-  // write({})'s records in a trace of an older version: its OP records in that version's layout.
-  auto write_old = [&](uint32_t version) {
-    {
-      trace::TraceWriter w(path);
-      w.intern("ffn_out-0");
-      w.flush();
-    }
-    for (uint32_t node = 0; node < 2; ++node) RecordBytes::old_op(node, 0).append_to(path, K::OP, version);
-  };
-  auto rejected = [&](const RecordBytes& b, trace::RecordKind kind, uint32_t version, const std::string& expected) {
-    if (version <= trace::kLastFusedVersion)
-      write_old(version);
-    else
-      write({});
-    b.append_to(path, kind, version);
+  auto rejected = [&](const RecordBytes& b, const std::string& expected) {
+    write({});
+    b.append_to(path, K::OPS);
     expect_rejected(path, expected);
   };
-  // Version 5's OP_ADVANCES: u32 times after base_ns.
-  write_old(5);
-  RecordBytes v5 = RecordBytes::advances(2, 2, 100);
-  for (uint32_t x : {0u, 10u, 2u, 9u, 10u, 30u, trace::kNoShare, trace::kNoShare}) v5.put<uint32_t>(x);
-  v5.append_to(path, K::OP_ADVANCES, 5);
-  t = trace::read_trace(path);
-  EXPECT_EQ(t.version, 5u);
-  ASSERT_EQ(t.ops.size(), 4u);
-  EXPECT_EQ(t.ops[3].start_ns, 110u);
-  EXPECT_EQ(t.ops[3].end_ns, 130u);
-  EXPECT_EQ(t.spans.size(), 3u);
-  RecordBytes packed = RecordBytes::advances(1, 1, 0);
-  packed.varint(1).varint(5);
-  rejected(packed, K::OP_ADVANCES_PACKED, 5, "OP_ADVANCES_PACKED record in a version 5 trace");
-  RecordBytes too_long = RecordBytes::advances(1, 1, 0);
+  RecordBytes too_long = RecordBytes::ops(1, 1, 0);
   for (int k = 0; k < 10; ++k) too_long.put<uint8_t>(0xFF);
   too_long.put<uint8_t>(1);
-  rejected(too_long, K::OP_ADVANCES_PACKED, 6, "varint longer than 64 bits");
-  RecordBytes cut = RecordBytes::advances(1, 1, 0);
+  rejected(too_long, "varint longer than 64 bits");
+  RecordBytes cut = RecordBytes::ops(1, 1, 0);
   cut.varint(3).put<uint8_t>(0x80);  // a duration whose last byte is missing
-  rejected(cut, K::OP_ADVANCES_PACKED, 6, "record payload shorter than its fields");
-  RecordBytes many = RecordBytes::advances(1000, 2, 0);
+  rejected(cut, "record payload shorter than its fields");
+  RecordBytes many = RecordBytes::ops(1000, 2, 0);
   many.varint(0).varint(0);
-  rejected(many, K::OP_ADVANCES_PACKED, 6, "1000 nodes exceed the record");
-  RecordBytes overflow = RecordBytes::advances(1, 1, UINT64_MAX - 5);
+  rejected(many, "1000 nodes exceed the record");
+  RecordBytes workers = RecordBytes::ops(1, 2000, 0);
+  rejected(workers, "shares of 2000 workers (1 to 1024)");
+  RecordBytes overflow = RecordBytes::ops(1, 1, UINT64_MAX - 5);
   overflow.varint(1).varint(10);
-  rejected(overflow, K::OP_ADVANCES_PACKED, 6, "node 0: worker 0's span ends past 2^64 ns");
+  rejected(overflow, "node 0: worker 0's share ends past 2^64 ns");
+  RecordBytes extra = RecordBytes::ops(1, 1, 0);
+  extra.varint(1).varint(5).put<uint8_t>(0);
+  rejected(extra, "OPS record has 1 bytes past its fields");
+  // The moved nodes: in order, inside the run, with their changed fields in order.
+  auto moved = [](std::initializer_list<uint64_t> entries) {
+    RecordBytes b;
+    b.put<uint32_t>(1).put<uint32_t>(0).put<uint32_t>(2);
+    for (uint64_t v : entries) b.varint(v);
+    return b;
+  };
+  rejected(moved({3}), "3 moved nodes in a run of 2");
+  rejected(moved({2, 2, 0, 0}), "moved node 2 of a run of 2 out of order");
+  rejected(moved({2, 1, 0, 1, 0, 0}), "moved node 1 of a run of 2 out of order");
+  rejected(moved({1, 0, 2, 5, 1, 5, 1}), "changed field 5 of node 0 out of order");
+  rejected(moved({1, 0, 200}), "200 changes exceed the record");
+  RecordBytes past_nodes = RecordBytes::ops(70000, 1, 0);
+  past_nodes.payload[4] = 0xFF, past_nodes.payload[5] = 0xFF;  // first node 65535: past kMaxNodes with the count
+  rejected(past_nodes, "OPS record of nodes 65535 to 135535 (65536 nodes at most)");
 }
 
-// The current version's OP record has no fused op kinds: one in the layout of versions 1 to 7 (two bytes more) is
-// refused. In those versions the kinds are read past when there are none (no tensortrace wrote any), else refused.
-TEST(TraceFormat, CurrentOpRecordsHaveNoFusedKinds) {
+// A trace of another version is refused by name (older ones encode op records otherwise); an OP record with bytes
+// past its fields is corrupt.
+TEST(TraceFormat, OtherVersionsAreRefusedByName) {
   TempDir tmp;
   const std::string path = (tmp.path / "trace.bin").string();
-  auto write = [&](const RecordBytes& op, uint32_t version) {
-    {
-      trace::TraceWriter w(path);
-      w.intern("ffn_out-0");
-      w.flush();
-    }
-    op.append_to(path, trace::RecordKind::OP, version);
-  };
-  for (uint32_t version : {1u, trace::kLastFusedVersion}) {
-    write(RecordBytes::old_op(3, 0), version);
-    const trace::TraceContents t = trace::read_trace(path);
-    ASSERT_EQ(t.ops.size(), 1u) << "version " << version;
-    EXPECT_EQ(t.ops[0].node, 3u);
-    EXPECT_EQ(t.ops[0].op, OpKind::MUL_MAT);
-    EXPECT_EQ(t.ops[0].n_threads, 2u);
-    EXPECT_TRUE(t.ops[0].inputs.empty());
-    write(RecordBytes::old_op(3, 2), version);
-    expect_rejected(path, "OP record of node 3 with 2 fused op kinds (not supported)");
+  for (uint32_t version : {1u, trace::kVersion - 1, trace::kVersion + 1}) {
+    { trace::TraceWriter w(path); }
+    std::vector<uint8_t> bytes = file_bytes(path);
+    std::memcpy(bytes.data() + 8, &version, 4);
+    write_file(path, bytes);
+    expect_rejected(path, version < trace::kVersion
+                              ? fmt::format("trace format version {} was written by an older tensortrace; this one "
+                                            "reads version {}",
+                                            version, trace::kVersion)
+                              : fmt::format("trace format version {} is newer than this tensortrace reads", version));
   }
-  write(RecordBytes::old_op(3, 0), trace::kVersion);
+  trace::OpRecord r;
+  r.op = OpKind::MUL_MAT;
+  r.node = 3;
+  {
+    trace::TraceWriter w(path);
+    const uint32_t ids[2] = {w.intern("ffn_out-0"), w.intern("ffn_out-0")};
+    w.step_begin(step_marker(0, false));
+    const uint64_t share[] = {0, 10};
+    w.op(r, ids, share);
+  }
+  const std::vector<uint8_t> file = file_bytes(path);
+  std::vector<uint8_t> records = records_of(file);
+  // The OP record is the last one: two more payload bytes.
+  size_t at = 0, last = 0;
+  while (at < records.size()) {
+    uint32_t len;
+    std::memcpy(&len, records.data() + at, 4);
+    last = at;
+    at += 5 + len;
+  }
+  uint32_t len;
+  std::memcpy(&len, records.data() + last, 4);
+  len += 2;
+  std::memcpy(records.data() + last, &len, 4);
+  records.push_back(0), records.push_back(0);
+  std::vector<uint8_t> out(file.begin(), file.begin() + trace::kHeaderBytes);
+  trace::seal_block(records, out);
+  write_file(path, out);
   expect_rejected(path, "OP record of node 3 has 2 bytes past its fields");
 }
 
-// Version 8's blocks: a trace of three steps, each flushed (sealed) on its own, and its blocks' offsets.
+// Blocks: a trace of three steps, each flushed (sealed) on its own, and its blocks' offsets.
 struct BlockedTrace {
   std::string path;
   std::vector<uint8_t> bytes;
@@ -820,10 +846,10 @@ TEST(TraceBlocks, ResealedEditReadsBack) {
   EXPECT_EQ(t.steps[2].token, 7);
 }
 
-// With two workers, every op's thread, worker count and times read back from a compact trace (runs of repeated
-// ops in one OP_REPEATS record) agree with its SPAN records: one span per worker that ran part of a computing op,
+// With two workers, every op's thread, worker count and times read back from a trace (runs of nodes in OPS records)
+// agree with its spans: one span per worker that ran part of a computing op,
 // the op lasting from the first span's start to the last span's end.
-TEST(Trace, CompactTraceSpansAgreeWithOps) {
+TEST(Trace, SpansAgreeWithOps) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();
   run_experiment(stories_options(dir, 8), nullptr);  // two workers
@@ -907,8 +933,8 @@ TEST(Trace, ValuesAndCheckFinite) {
   EXPECT_GT(computed, 100);
 }
 
-// ROUTING records (version 7) read back exactly; a record whose expert count or length is wrong, or that appears in
-// a version 6 trace, is an error naming the record's offset.
+// ROUTING records read back exactly; a record whose expert count or length is wrong is an error naming the record's
+// offset.
 TEST(TraceFormat, RoutingRecordsRoundTrip) {
   TempDir tmp;
   const std::string path = (tmp.path / "trace.bin").string();
@@ -921,7 +947,7 @@ TEST(TraceFormat, RoutingRecordsRoundTrip) {
     w.flush();
   }
   const trace::TraceContents t = trace::read_trace(path);
-  EXPECT_EQ(t.version, trace::kVersion);  // ROUTING since version 7
+  EXPECT_EQ(t.version, trace::kVersion);
   ASSERT_EQ(t.routing.size(), 2u);
   const trace::RoutingRecord& a = t.routing[0];
   EXPECT_EQ(a.step, 2u);
@@ -942,17 +968,17 @@ TEST(TraceFormat, RoutingRecordsRoundTrip) {
     b.put<float>(0.01f);
     return b;
   };
-  auto rejected = [&](const RecordBytes& b, uint32_t version, const std::string& expected) {
+  auto rejected = [&](const RecordBytes& b, const std::string& expected) {
     { trace::TraceWriter w(path); }
-    b.append_to(path, trace::RecordKind::ROUTING, version);
-    expect_rejected(path, "corrupt record at byte 16: " + expected);
+    b.append_to(path, trace::RecordKind::ROUTING);
+    // The record is the first of the first block (after the file's and the block's headers).
+    expect_rejected(path, "corrupt record at byte 32: " + expected);
   };
-  rejected(record(0, 0), 7, "ROUTING record of 0 experts (1 to 64)");
-  rejected(record(65, 65), 7, "ROUTING record of 65 experts (1 to 64)");
-  rejected(record(255, 1), 7, "ROUTING record of 255 experts (1 to 64)");
-  rejected(record(4, 3), 7, "ROUTING record of 4 experts is 39 bytes, expected 47");
-  rejected(record(2, 3), 7, "ROUTING record of 2 experts is 39 bytes, expected 31");
-  rejected(record(2, 2), 6, "ROUTING record in a version 6 trace");
+  rejected(record(0, 0), "ROUTING record of 0 experts (1 to 64)");
+  rejected(record(65, 65), "ROUTING record of 65 experts (1 to 64)");
+  rejected(record(255, 1), "ROUTING record of 255 experts (1 to 64)");
+  rejected(record(4, 3), "ROUTING record of 4 experts is 39 bytes, expected 47");
+  rejected(record(2, 3), "ROUTING record of 2 experts is 39 bytes, expected 31");
 }
 
 // A real mixture-of-experts run (synth-qwen3moe-256: 4 layers, 8 of 64 experts a token), traced once for the suite,

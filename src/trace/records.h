@@ -56,9 +56,9 @@ struct OpRecord {
 };
 
 // The placement fields of an op record, in a fixed order: output tensor (type, pool, ne[4], buffer, offset, bytes),
-// write range (pool, buffer, offset, length, positions), then per input its tensor's fields and its ranges'. OP_DELTA
-// and OP_ADVANCES records change a node's previous record by adding to these (as u64, mod 2^64); the counts (inputs,
-// ranges) fix the layout and never change that way. f is called with each field by reference.
+// write range (pool, buffer, offset, length, positions), then per input its tensor's fields and its ranges'. OPS
+// records change a node's previous record by adding to these (as u64, mod 2^64); the counts (inputs, ranges) fix the
+// layout and never change that way. f is called with each field by reference.
 template <typename Record, typename F>
 void for_each_placement_field(Record& r, F&& f) {
   auto tensor = [&](auto& t) {

@@ -89,13 +89,14 @@ RangeRecord get_range(Reader& r) {
   return x;
 }
 
-// OP_ADVANCES_PACKED's times: `count` nodes of n_threads (start, end) pairs from `times`, cursors[w] worker w's
-// previous end, written at out; past the last byte written, or nullptr for a span ending before it starts.
-uint8_t* put_shares(const uint64_t* __restrict times, uint32_t count, uint16_t n_threads, uint64_t* __restrict cursors,
-                    uint8_t* __restrict out) {
+// The shares of `count` nodes: n_workers (start, end) pairs each from `times`, cursors[w] worker w's previous end,
+// written at out as varints (docs/trace-format.md); past the last byte written, or nullptr for a share ending before
+// it starts.
+uint8_t* encode_shares(const uint64_t* __restrict times, uint32_t count, uint16_t n_workers,
+                       uint64_t* __restrict cursors, uint8_t* __restrict out) {
   bool backwards = false;
   for (uint32_t node = 0; node < count; ++node)
-    for (uint16_t w = 0; w < n_threads; ++w, times += 2) {
+    for (uint16_t w = 0; w < n_workers; ++w, times += 2) {
       const uint64_t start = times[0], end = times[1];
       if (start == TraceWriter::kNoShareNs) {
         *out++ = 0;
@@ -127,7 +128,7 @@ void put_block_header(uint8_t* block, size_t length) {
   std::memcpy(block + sizeof(fields), &checksum, sizeof(checksum));
 }
 
-// The block header at `pos` of a version-8 file: what is there and how the bytes after it hold its records.
+// The block header at `pos`: what is there and how the bytes after it hold its records.
 struct BlockAt {
   enum { WHOLE, CUT, NOT_A_BLOCK } state;
   uint32_t magic = 0, length = 0;  // magic: when at least 4 bytes are left; length: when the header is whole
@@ -157,9 +158,7 @@ void seal_block(std::span<const uint8_t> records, std::vector<uint8_t>& out) {
 }
 
 void reseal_blocks(std::span<uint8_t> file) {
-  if (file.size() < kHeaderBytes || std::memcmp(file.data(), kMagic, 8) != 0 ||
-      load<uint32_t>(file.data() + 8) < kFirstBlockVersion)
-    return;
+  if (file.size() < kHeaderBytes || std::memcmp(file.data(), kMagic, 8) != 0) return;
   for (size_t pos = kHeaderBytes; pos < file.size();) {
     const BlockAt b = block_at(file, pos);
     if (b.state != BlockAt::WHOLE) return;
@@ -257,17 +256,6 @@ void TraceWriter::step_end(const StepMarker& m) {
   end_record();
 }
 
-void TraceWriter::span(const SpanRecord& s) {
-  begin_record(RecordKind::SPAN);
-  put<uint32_t>(buffer_, s.step);
-  put<uint32_t>(buffer_, s.node);
-  put<uint16_t>(buffer_, s.thread);
-  put<uint64_t>(buffer_, s.start_ns);
-  put<uint64_t>(buffer_, s.end_ns);
-  end_record();
-  ++span_count_;
-}
-
 void TraceWriter::io(const IoRecord& r) {
   begin_record(RecordKind::IO);
   put<uint32_t>(buffer_, r.step);
@@ -327,7 +315,22 @@ void TraceWriter::weight_load(const WeightLoadRecord& r, uint32_t tensor_id) {
   end_record();
 }
 
-void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
+void TraceWriter::put_shares(std::span<const uint64_t> times, uint32_t count, uint16_t n_workers) {
+  TT_CHECK(times.size() == static_cast<size_t>(count) * n_workers * 2, "{} nodes of {} workers with {} times", count,
+           n_workers, times.size());
+  uint64_t base = kNoShareNs;
+  for (size_t k = 0; k < times.size(); k += 2) base = std::min(base, times[k]);
+  if (base == kNoShareNs) base = 0;
+  put<uint16_t>(buffer_, n_workers);
+  put<uint64_t>(buffer_, base);
+  cursors_.assign(n_workers, base);
+  uint8_t* end = buffer_.tail(times.size() * kMaxVarintBytes);
+  end = encode_shares(times.data(), count, n_workers, cursors_.data(), end);
+  TT_CHECK(end != nullptr, "a share ends before it starts");
+  buffer_.append(end);
+}
+
+void TraceWriter::op(const OpRecord& r, const uint32_t* ids, std::span<const uint64_t> times) {
   const uint32_t name_id = ids[0], out_id = ids[1];
   auto put_tensor = [&](const TensorRecord& t, uint32_t id) {
     put<uint32_t>(buffer_, id);
@@ -338,18 +341,13 @@ void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
     put<uint64_t>(buffer_, t.offset);
     put<uint64_t>(buffer_, t.bytes);
   };
+  const auto n_workers = static_cast<uint16_t>(times.size() / 2);
   begin_record(RecordKind::OP);
   put<uint32_t>(buffer_, r.step);
   put<uint32_t>(buffer_, r.node);
-  put<uint8_t>(buffer_, static_cast<uint8_t>(r.phase));
   put<uint8_t>(buffer_, static_cast<uint8_t>(r.op));
   put<int16_t>(buffer_, r.layer);
-  put<int32_t>(buffer_, r.pos_begin);
-  put<int32_t>(buffer_, r.pos_end);
-  put<uint16_t>(buffer_, r.thread);
-  put<uint16_t>(buffer_, r.n_threads);
-  put<uint64_t>(buffer_, r.start_ns);
-  put<uint64_t>(buffer_, r.end_ns);
+  put_shares(times, 1, n_workers);
   put<uint32_t>(buffer_, name_id);
   put_tensor(r.out, out_id);
   put_range(buffer_, r.write);
@@ -370,50 +368,30 @@ void TraceWriter::op(const OpRecord& r, const uint32_t* ids) {
   }
   end_record();
   ++op_count_;
+  if (!op_is_view(r.op))
+    for (size_t k = 0; k < times.size(); k += 2) span_count_ += times[k] != kNoShareNs;
 }
 
-void TraceWriter::op_delta(const OpRecord& r, std::span<const std::pair<uint32_t, uint64_t>> changes) {
-  begin_record(RecordKind::OP_DELTA);
-  put<uint32_t>(buffer_, r.step);
-  put<uint32_t>(buffer_, r.node);
-  put<uint8_t>(buffer_, static_cast<uint8_t>(r.phase));
-  put<int32_t>(buffer_, r.pos_begin);
-  put<int32_t>(buffer_, r.pos_end);
-  put<uint16_t>(buffer_, r.thread);
-  put<uint16_t>(buffer_, r.n_threads);
-  put<uint64_t>(buffer_, r.start_ns);
-  put<uint64_t>(buffer_, r.end_ns);
-  put<uint32_t>(buffer_, static_cast<uint32_t>(changes.size()));
-  for (const auto& [field, delta] : changes) {
-    put<uint32_t>(buffer_, field);
-    put<uint64_t>(buffer_, delta);
-  }
-  end_record();
-  ++op_count_;
-}
-
-void TraceWriter::op_advances(const AdvanceRun& run, std::span<const uint64_t> times, uint64_t n_spans) {
-  TT_CHECK(times.size() == static_cast<size_t>(run.count) * run.n_threads * 2, "OP_ADVANCES of {} nodes with {} times",
-           run.count, times.size());
-  uint64_t base = kNoShareNs;
-  for (size_t k = 0; k < times.size(); k += 2) base = std::min(base, times[k]);
-  if (base == kNoShareNs) base = 0;
-  begin_record(RecordKind::OP_ADVANCES_PACKED);
+void TraceWriter::ops(const OpsRun& run, std::span<const uint64_t> times, std::span<const Moved> moved,
+                      uint64_t n_spans) {
+  begin_record(RecordKind::OPS);
   put<uint32_t>(buffer_, run.step);
-  put<uint8_t>(buffer_, static_cast<uint8_t>(run.phase));
-  put<int32_t>(buffer_, run.pos_begin);
-  put<int32_t>(buffer_, run.pos_end);
   put<uint32_t>(buffer_, run.first_node);
   put<uint32_t>(buffer_, run.count);
-  put<uint16_t>(buffer_, run.n_threads);
-  put<uint64_t>(buffer_, base);
-  // Each worker's cursor: its previous share's end. A share mostly starts where the worker's previous one ended
-  // (g = 1, one byte) and lasts under 16 us (two bytes).
-  cursors_.assign(run.n_threads, base);
-  uint8_t* end = buffer_.tail(times.size() * kMaxVarintBytes);
-  end = put_shares(times.data(), run.count, run.n_threads, cursors_.data(), end);
-  TT_CHECK(end != nullptr, "OP_ADVANCES of step {}: a span ends before it starts", run.step);
-  buffer_.append(end);
+  size_t bound = kMaxVarintBytes;
+  for (const Moved& m : moved) bound += (2 + 2 * m.changes.size()) * kMaxVarintBytes;
+  uint8_t* p = put_varint(buffer_.tail(bound), moved.size());
+  for (const Moved& m : moved) {
+    TT_CHECK(m.node >= run.first_node && m.node - run.first_node < run.count, "moved node {} outside the run", m.node);
+    p = put_varint(p, m.node - run.first_node);
+    p = put_varint(p, m.changes.size());
+    for (const auto& [field, delta] : m.changes) {
+      p = put_varint(p, field);
+      p = put_varint(p, zigzag(static_cast<int64_t>(delta)));
+    }
+  }
+  buffer_.append(p);
+  put_shares(times, run.count, run.n_workers);
   end_record();
   op_count_ += run.count;
   span_count_ += n_spans;
@@ -432,50 +410,55 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
   if (data.size() < kHeaderBytes || std::memcmp(data.data(), kMagic, 8) != 0)
     fail("'{}' is not a tensortrace trace (bad magic)", path);
   std::memcpy(&out.version, data.data() + 8, 4);
-  if (out.version < kMinVersion || out.version > kVersion)
-    fail("'{}': trace format version {} is not supported (expected {} to {})", path, out.version, kMinVersion,
+  if (out.version < kVersion)
+    fail(
+        "'{}': trace format version {} was written by an older tensortrace; this one reads version {} (run the "
+        "experiment again, or read it with the tensortrace that wrote it)",
+        path, out.version, kVersion);
+  if (out.version > kVersion)
+    fail("'{}': trace format version {} is newer than this tensortrace reads (version {})", path, out.version,
          kVersion);
   std::vector<std::string> strings;
-  // By node index: the node's most recent record (OP_REPEAT... restore from it), and its stride (OP_DELTA sets it,
-  // OP_ADVANCES adds it; empty: 0).
+  // By node index: the node's most recent record (OPS restores from it) and its stride (the changes of its last move;
+  // empty: none).
   std::vector<OpRecord> last_op;
   std::vector<std::vector<uint64_t>> stride;
   std::vector<uint64_t> fields;   // scratch
-  std::vector<uint64_t> cursors;  // OP_ADVANCES_PACKED: each worker's previous share's end
+  std::vector<uint64_t> cursors;  // each worker's previous share's end
+  // An OPS record's moved nodes: offset in the run, and their changes in `changes` from change_begin.
+  std::vector<uint32_t> moved_offset, change_begin;
+  std::vector<std::pair<uint32_t, uint64_t>> changes;
   auto remember = [&](const OpRecord& o) {
     if (o.node >= kMaxNodes) fail("node index {} beyond any graph ({} nodes at most)", o.node, kMaxNodes);
     if (o.node >= last_op.size()) last_op.resize(o.node + 1), stride.resize(o.node + 1);
     last_op[o.node] = o;
   };
-  auto previous = [&](uint32_t node, uint32_t step, const char* kind) -> const OpRecord& {
+  auto previous = [&](uint32_t node, uint32_t step) -> const OpRecord& {
     if (node >= last_op.size() || last_op[node].op == OpKind::kCount)
-      fail("{} of node {} (step {}) before any OP record of that node", kind, node, step);
+      fail("OPS of node {} (step {}) before any OP record of that node", node, step);
     return last_op[node];
-  };
-  // Adds stride d to o's placement fields, which `fields` already holds.
-  auto add_stride = [&](OpRecord& o, const std::vector<uint64_t>& d) {
-    if (d.size() != fields.size())
-      fail("stride of {} fields for node {}, which has {}", d.size(), o.node, fields.size());
-    for (size_t i = 0; i < d.size(); ++i) fields[i] += d[i];
-    set_placement_fields(o, fields);
   };
   auto str = [&](uint32_t id) -> const std::string& {
     if (id >= strings.size()) fail("'{}': record refers to undefined string {}", path, id);
     return strings[id];
   };
+  // An op record's step: the one begun last and not ended, whose phase and positions its ops take.
+  auto open_step = [&](uint32_t step) -> const StepMarker& {
+    if (out.steps.empty() || out.steps.back().step != step || out.steps.back().ended)
+      fail("op record of step {} outside that step's STEP_BEGIN and STEP_END", step);
+    return out.steps.back();
+  };
   auto truncated = [&](std::string reason) {
     out.complete = false;
     out.stop_reason = std::move(reason);
   };
-  // Versions 1 to 6: records up to the end of the file. 7: blocks, each verified when reading reaches it; the records
-  // of the block being read (at byte `block`) end at `end`, and `whole` says whether they are all in the file.
-  const bool blocks = out.version >= kFirstBlockVersion;
-  size_t pos = kHeaderBytes, end = blocks ? pos : data.size(), block = 0;
+  // Blocks, each verified when reading reaches it; the records of the block being read (at byte `block`) end at
+  // `end`, and `whole` says whether they are all in the file.
+  size_t pos = kHeaderBytes, end = pos, block = 0;
   bool whole = false;
   // A record not whole before `end`: corruption inside a whole block, else where the file is cut.
-  auto cut_record = [&](size_t at, std::string reason) {
+  auto cut_record = [&](size_t at) {
     if (whole) fail("'{}': the block at byte {} ends inside a record", path, block);
-    if (!blocks) return truncated(std::move(reason));
     // A cut block's records running into a block header: its length was corrupt, not the file cut.
     if (data.size() - at >= 4 && load<uint32_t>(data.data() + at) == kBlockMagic)
       fail("'{}': the block at byte {} runs past the end of the file into a block at byte {}", path, block, at);
@@ -501,17 +484,52 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
       continue;
     }
     if (end - pos < 5) {
-      cut_record(pos, "file ends inside a record header");
+      cut_record(pos);
       break;
     }
     uint32_t len;
     std::memcpy(&len, data.data() + pos, 4);
     const auto kind = static_cast<RecordKind>(data[pos + 4]);
     if (end - pos - 5 < len) {
-      cut_record(pos, fmt::format("file ends inside a record of {} bytes", len));
+      cut_record(pos);
       break;
     }
     Reader r(data.data() + pos + 5, len);
+    // The shares' header of `count` nodes: the workers (returned) and the cursors' base.
+    auto shares_header = [&](uint32_t count) {
+      const uint16_t n_workers = r.get<uint16_t>();
+      const uint64_t base = r.get<uint64_t>();
+      // Every share costs at least a byte: a record cannot stand for more shares than its bytes hold.
+      if (n_workers == 0 || n_workers > kMaxWorkers) fail("shares of {} workers (1 to {})", n_workers, kMaxWorkers);
+      if (static_cast<uint64_t>(count) * n_workers > r.remaining()) fail("{} nodes exceed the record", count);
+      cursors.assign(n_workers, base);
+      return n_workers;
+    };
+    // The shares of the `count` records at `ops`: each one's thread, worker count and times, and a SpanRecord per share
+    // of a non-view node.
+    auto read_shares = [&](OpRecord* ops, uint32_t count, uint16_t n_workers) {
+      for (OpRecord* o = ops; o != ops + count; ++o) {
+        uint64_t start = UINT64_MAX, last_end = 0;
+        int first_worker = -1;
+        o->n_threads = 0;
+        for (uint16_t w = 0; w < n_workers; ++w) {
+          const uint64_t g = r.get_varint();
+          if (g == 0) continue;  // no share
+          const uint64_t s = cursors[w] + static_cast<uint64_t>(unzigzag(g - 1)), e = s + r.get_varint();
+          if (e < s) fail("node {}: worker {}'s share ends past 2^64 ns", o->node, w);
+          cursors[w] = e;
+          if (first_worker < 0) first_worker = w;
+          start = std::min(start, s);
+          last_end = std::max(last_end, e);
+          if (op_is_view(o->op)) continue;
+          ++o->n_threads;
+          out.spans.push_back({o->step, o->node, w, s, e});
+        }
+        o->thread = static_cast<uint16_t>(std::max(first_worker, 0));
+        o->start_ns = start == UINT64_MAX ? 0 : start;
+        o->end_ns = last_end == 0 ? o->start_ns : last_end;
+      }
+    };
     try {
       switch (kind) {
         case RecordKind::STRING: {
@@ -527,6 +545,8 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           // Steps are numbered 0, 1, ... in order: consumers index tables by step number.
           if (m.step != out.steps.size())
             fail("STEP_BEGIN of step {} where step {} was expected", m.step, out.steps.size());
+          if (!out.steps.empty() && !out.steps.back().ended)
+            fail("STEP_BEGIN of step {} before the end of step {}", m.step, out.steps.back().step);
           m.phase = get_phase(r);
           m.pos_begin = r.get<int32_t>();
           m.pos_end = r.get<int32_t>();
@@ -538,20 +558,11 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           uint32_t step = r.get<uint32_t>();
           if (out.steps.empty() || out.steps.back().step != step) fail("STEP_END for step {} without its begin", step);
           StepMarker& m = out.steps.back();
+          if (m.ended) fail("second STEP_END for step {}", step);
           m.end_ns = r.get<uint64_t>();
           m.token = r.get<int32_t>();
           m.probability = r.get<float>();
           m.ended = true;
-          break;
-        }
-        case RecordKind::SPAN: {
-          SpanRecord s;
-          s.step = r.get<uint32_t>();
-          s.node = r.get<uint32_t>();
-          s.thread = r.get<uint16_t>();
-          s.start_ns = r.get<uint64_t>();
-          s.end_ns = r.get<uint64_t>();
-          out.spans.push_back(s);
           break;
         }
         case RecordKind::OP: {
@@ -566,24 +577,16 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             t.bytes = r.get<uint64_t>();
           };
           o.step = r.get<uint32_t>();
+          const StepMarker& m = open_step(o.step);
+          o.phase = m.phase, o.pos_begin = m.pos_begin, o.pos_end = m.pos_end;
           o.node = r.get<uint32_t>();
-          o.phase = get_phase(r);
+          if (o.node >= kMaxNodes) fail("node index {} beyond any graph ({} nodes at most)", o.node, kMaxNodes);
           o.op = get_op(r);
           o.layer = r.get<int16_t>();
-          o.pos_begin = r.get<int32_t>();
-          o.pos_end = r.get<int32_t>();
-          o.thread = r.get<uint16_t>();
-          o.n_threads = r.get<uint16_t>();
-          o.start_ns = r.get<uint64_t>();
-          o.end_ns = r.get<uint64_t>();
+          read_shares(&o, 1, shares_header(1));
           o.name = str(r.get<uint32_t>());
           get_tensor(o.out);
           o.write = get_range(r);
-          // Older versions' fused op kinds, which no tensortrace wrote (always 0). Kinds would be placement fields,
-          // before the inputs': a delta's field numbers would mean others.
-          if (out.version <= kLastFusedVersion)
-            if (const uint16_t n_fused = r.get<uint16_t>(); n_fused != 0)
-              fail("OP record of node {} with {} fused op kinds (not supported)", o.node, n_fused);
           uint16_t n_inputs = r.get<uint16_t>();
           o.inputs.resize(n_inputs);
           for (TensorRecord& t : o.inputs) {
@@ -602,115 +605,70 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
             o.stats.inf_count = r.get<uint64_t>();
             o.stats.hash = r.get<uint64_t>();
           }
-          // Fields fix the length: more bytes are a layout this reader does not know (an older version's OP).
+          // Fields fix the length: more bytes are a layout this reader does not know.
           if (r.remaining() != 0) fail("OP record of node {} has {} bytes past its fields", o.node, r.remaining());
           remember(o);
           stride[o.node].clear();
           out.ops.push_back(std::move(o));
           break;
         }
-        case RecordKind::OP_REPEAT:
-        case RecordKind::OP_DELTA: {
-          const bool delta = kind == RecordKind::OP_DELTA;
-          if (out.version < (delta ? 5u : 3u))
-            fail("{} record in a version {} trace", delta ? "OP_DELTA" : "OP_REPEAT", out.version);
-          const uint32_t step = r.get<uint32_t>(), node = r.get<uint32_t>();
-          OpRecord o = previous(node, step, delta ? "OP_DELTA" : "OP_REPEAT");
-          o.step = step;
-          o.phase = get_phase(r);
-          o.pos_begin = r.get<int32_t>();
-          o.pos_end = r.get<int32_t>();
-          o.thread = r.get<uint16_t>();
-          o.n_threads = r.get<uint16_t>();
-          o.start_ns = r.get<uint64_t>();
-          o.end_ns = r.get<uint64_t>();
-          std::vector<uint64_t>& d = stride[node];
-          d.clear();
-          if (delta) {
-            const uint32_t n_changes = r.get<uint32_t>();
-            placement_fields(o, fields);
-            if (n_changes > fields.size())
-              fail("{} changes to the {} placement fields of node {}", n_changes, fields.size(), node);
-            d.assign(fields.size(), 0);
-            for (uint32_t c = 0; c < n_changes; ++c) {
-              const uint32_t field = r.get<uint32_t>();
-              if (field >= fields.size())
-                fail("change to field {} of node {}, which has {}", field, node, fields.size());
-              d[field] = r.get<uint64_t>();
-            }
-            add_stride(o, d);
-          }
-          remember(o);
-          out.ops.push_back(std::move(o));
-          break;
-        }
-        case RecordKind::OP_REPEATS:
-        case RecordKind::OP_ADVANCES:
-        case RecordKind::OP_ADVANCES_PACKED: {
-          const bool advances = kind != RecordKind::OP_REPEATS, packed = kind == RecordKind::OP_ADVANCES_PACKED;
-          const char* kind_name = packed ? "OP_ADVANCES_PACKED" : advances ? "OP_ADVANCES" : "OP_REPEATS";
-          const uint32_t since = packed ? 6 : advances ? 5 : 4;
-          if (out.version < since) fail("{} record in a version {} trace", kind_name, out.version);
+        case RecordKind::OPS: {
           const uint32_t step = r.get<uint32_t>();
-          const Phase phase = get_phase(r);
-          const int32_t pos_begin = r.get<int32_t>(), pos_end = r.get<int32_t>();
+          const StepMarker& m = open_step(step);
           const uint32_t first = r.get<uint32_t>(), count = r.get<uint32_t>();
-          const uint16_t n_threads = r.get<uint16_t>();
-          const uint64_t base = r.get<uint64_t>();
-          // Every node costs 8 bytes a worker (packed: at least one): a record cannot stand for more nodes than its
-          // bytes hold.
-          if (n_threads == 0) fail("{} record of no workers", kind_name);
-          if (static_cast<uint64_t>(count) * n_threads * (packed ? 1 : 8) > r.remaining())
-            fail("{} nodes exceed the record", count);
-          cursors.assign(n_threads, base);
-          // Worker t's share of the node: false when it has none.
-          auto share = [&](uint32_t node, uint16_t t, uint64_t& start, uint64_t& end) {
-            if (!packed) {
-              const uint32_t s = r.get<uint32_t>(), e = r.get<uint32_t>();
-              start = base + s, end = base + e;
-              return !(s == kNoShare && e == kNoShare);
+          if (first >= kMaxNodes || count > kMaxNodes - first)
+            fail("OPS record of nodes {} to {} ({} nodes at most)", first, uint64_t{first} + count, kMaxNodes);
+          // Each moved node and change costs at least two bytes: counts past the record are corruption.
+          const uint64_t n_moved = r.get_varint();
+          if (n_moved > count || n_moved > r.remaining()) fail("{} moved nodes in a run of {}", n_moved, count);
+          moved_offset.clear(), change_begin.clear(), changes.clear();
+          for (uint64_t k = 0; k < n_moved; ++k) {
+            const uint64_t offset = r.get_varint();
+            if (offset >= count || (k > 0 && offset <= moved_offset.back()))
+              fail("moved node {} of a run of {} out of order", offset, count);
+            const uint64_t n_changes = r.get_varint();
+            if (n_changes > r.remaining()) fail("{} changes exceed the record", n_changes);
+            moved_offset.push_back(static_cast<uint32_t>(offset));
+            change_begin.push_back(static_cast<uint32_t>(changes.size()));
+            for (uint64_t c = 0; c < n_changes; ++c) {
+              const uint64_t field = r.get_varint();
+              if (field > UINT32_MAX || (c > 0 && field <= changes.back().first))
+                fail("changed field {} of node {} out of order", field, first + offset);
+              changes.emplace_back(static_cast<uint32_t>(field), static_cast<uint64_t>(unzigzag(r.get_varint())));
             }
-            const uint64_t g = r.get_varint();
-            if (g == 0) return false;
-            start = cursors[t] + static_cast<uint64_t>(unzigzag(g - 1));
-            end = start + r.get_varint();
-            if (end < start) fail("node {}: worker {}'s span ends past 2^64 ns", node, t);
-            cursors[t] = end;
-            return true;
-          };
+          }
+          change_begin.push_back(static_cast<uint32_t>(changes.size()));
+          const uint16_t n_workers = shares_header(count);
+          const size_t at = out.ops.size();
+          size_t next_moved = 0;
           for (uint32_t node = first; node - first < count; ++node) {
-            OpRecord o = previous(node, step, kind_name);
-            if (advances && !stride[node].empty()) {
-              placement_fields(o, fields);
-              add_stride(o, stride[node]);
+            OpRecord o = previous(node, step);
+            std::vector<uint64_t>& d = stride[node];
+            const bool moves = next_moved < moved_offset.size() && moved_offset[next_moved] == node - first;
+            if (moves || !d.empty()) placement_fields(o, fields);
+            if (moves) {  // the listed changes, which become the stride (none: the node stopped moving)
+              d.assign(change_begin[next_moved] == change_begin[next_moved + 1] ? 0 : fields.size(), 0);
+              for (uint32_t c = change_begin[next_moved]; c < change_begin[next_moved + 1]; ++c) {
+                const auto [field, delta] = changes[c];
+                if (field >= fields.size())
+                  fail("change to field {} of node {}, which has {}", field, node, fields.size());
+                d[field] = delta;
+              }
+              ++next_moved;
             }
-            o.step = step;
-            o.phase = phase;
-            o.pos_begin = pos_begin;
-            o.pos_end = pos_end;
-            o.n_threads = 0;
-            uint64_t start = UINT64_MAX, end = 0;
-            int first_thread = -1;
-            for (uint16_t t = 0; t < n_threads; ++t) {
-              uint64_t s, e;
-              if (!share(node, t, s, e)) continue;
-              if (first_thread < 0) first_thread = t;
-              start = std::min(start, s);
-              end = std::max(end, e);
-              if (op_is_view(o.op)) continue;
-              ++o.n_threads;
-              out.spans.push_back({step, node, t, s, e});
+            if (!d.empty()) {
+              for (size_t k = 0; k < d.size(); ++k) fields[k] += d[k];
+              set_placement_fields(o, fields);
             }
-            o.thread = static_cast<uint16_t>(std::max(first_thread, 0));
-            o.start_ns = start == UINT64_MAX ? 0 : start;
-            o.end_ns = end == 0 ? o.start_ns : end;
-            remember(o);
+            o.step = step, o.phase = m.phase, o.pos_begin = m.pos_begin, o.pos_end = m.pos_end;
             out.ops.push_back(std::move(o));
           }
+          read_shares(out.ops.data() + at, count, n_workers);
+          for (size_t k = at; k < out.ops.size(); ++k) last_op[out.ops[k].node] = out.ops[k];
+          if (r.remaining() != 0) fail("OPS record has {} bytes past its fields", r.remaining());
           break;
         }
         case RecordKind::IO: {
-          if (out.version < 2) fail("IO record in a version {} trace", out.version);
           IoRecord io;
           io.step = r.get<uint32_t>();
           io.node = r.get<uint32_t>();
@@ -737,7 +695,6 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           break;
         }
         case RecordKind::ROUTING: {
-          if (out.version < 7) fail("ROUTING record in a version {} trace", out.version);
           RoutingRecord x;
           x.step = r.get<uint32_t>();
           x.layer = r.get<uint16_t>();
@@ -767,7 +724,6 @@ TraceContents parse_trace(std::span<const uint8_t> data, const std::string& path
           break;
         }
         case RecordKind::WEIGHT_LOAD: {
-          if (out.version < 9) fail("WEIGHT_LOAD record in a version {} trace", out.version);
           if (len != kWeightLoadBytes) fail("WEIGHT_LOAD record of {} bytes, expected {}", len, kWeightLoadBytes);
           WeightLoadRecord w;
           w.step = r.get<uint32_t>();

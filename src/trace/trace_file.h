@@ -17,7 +17,7 @@ namespace tt::trace {
 
 // Unsigned LEB128 (7 bits a byte, low first, the high bit set on every byte but the last) of v at p, which has room
 // for kMaxVarintBytes: past the last byte written. A plain loop: most values are one or two bytes, where it beats a
-// branch-free form (tt_bench BM_TraceWriterAdvances).
+// branch-free form (tt_bench BM_TraceWriterOps).
 constexpr size_t kMaxVarintBytes = 10;
 inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
   for (; v >= 0x80; v >>= 7) *p++ = static_cast<uint8_t>(v | 0x80);
@@ -68,30 +68,29 @@ class TraceWriter {
   explicit TraceWriter(const std::string& path);  // throws tt::Error
   ~TraceWriter();
   void step_begin(const StepMarker& m);
-  // An op with its strings already interned: ids[0] the op name, ids[1] the output, ids[2 + k] input k (the
-  // record's own name fields are not read). The tracer interns them once per graph, not once per record.
-  void op(const OpRecord& r, const uint32_t* ids);
-  // An op whose record is the previous record of the same node index but for the per-step fields (r's
-  // step, node, phase, positions, thread, n_threads, times) and the placement fields listed in `changes`: (field
-  // index in for_each_placement_field's order, delta to add mod 2^64). The deltas are the node's new stride.
-  void op_delta(const OpRecord& r, std::span<const std::pair<uint32_t, uint64_t>> changes);
-  // Nodes [first_node, first_node + count) of a step, each its previous record advanced by its stride (0 after an
-  // OP record), with their workers' spans, as one OP_ADVANCES_PACKED record: `times` holds count * n_threads
-  // (start, end) pairs in ns since the run started ({kNoShareNs, kNoShareNs}: no share); n_spans is how many of them
-  // stand for SPAN records (shares of non-view nodes).
-  struct AdvanceRun {
-    uint32_t step = 0;
-    Phase phase = Phase::PROMPT;
-    int32_t pos_begin = 0, pos_end = 0;
-    uint32_t first_node = 0, count = 0;
-    uint16_t n_threads = 0;
-  };
+  // A node's workers' shares: `times` holds a (start, end) pair per worker in ns since the run started
+  // ({kNoShareNs, kNoShareNs}: no share).
   static constexpr uint64_t kNoShareNs = UINT64_MAX;
-  void op_advances(const AdvanceRun& run, std::span<const uint64_t> times, uint64_t n_spans);
+  // An OP record: node r.node of step r.step whole, with its shares (r's thread, n_threads and times are not read: the
+  // reader derives them from the shares). Its strings already interned: ids[0] the op name, ids[1] the output,
+  // ids[2 + k] input k (the record's own name fields are not read); the tracer interns them once per graph.
+  void op(const OpRecord& r, const uint32_t* ids, std::span<const uint64_t> times);
+  // An OPS record: nodes [first_node, first_node + count) of a step, each its previous record advanced by its stride,
+  // except the nodes in `moved`, whose listed placement fields change by the listed deltas (field index in
+  // for_each_placement_field's order, delta added mod 2^64), which become their stride. `times`: count * n_workers
+  // pairs; n_spans: how many of them are spans (shares of non-view nodes).
+  struct OpsRun {
+    uint32_t step = 0, first_node = 0, count = 0;
+    uint16_t n_workers = 0;
+  };
+  struct Moved {
+    uint32_t node = 0;
+    std::span<const std::pair<uint32_t, uint64_t>> changes;  // fields in increasing order
+  };
+  void ops(const OpsRun& run, std::span<const uint64_t> times, std::span<const Moved> moved, uint64_t n_spans);
   // Id of a string in the trace's string table; its STRING record is emitted before any record that uses it.
   uint32_t intern(const std::string& s);
   const std::string& string_of(uint32_t id) const { return *names_[id]; }
-  void span(const SpanRecord& s);
   void step_end(const StepMarker& m);
   void io(const IoRecord& r);
   // One token's routing in one layer (ROUTING): experts and weights of the same length, at most kMaxRoutedExperts;
@@ -126,7 +125,8 @@ class TraceWriter {
   size_t block_start_ = 0;  // where the pending block's header is in buffer_
   size_t record_start_ = 0;
   bool in_record_ = false;
-  std::vector<uint64_t> cursors_;  // op_advances' scratch: each worker's previous share's end
+  void put_shares(std::span<const uint64_t> times, uint32_t count, uint16_t n_workers);
+  std::vector<uint64_t> cursors_;  // put_shares' scratch: each worker's previous share's end
   std::unordered_map<std::string, uint32_t> strings_;
   std::vector<const std::string*> names_;  // id -> key in strings_ (node-based map: keys never move)
   uint64_t bytes_written_ = 0, op_count_ = 0, span_count_ = 0;
@@ -137,26 +137,26 @@ struct TraceContents {
   std::vector<StepMarker> steps;
   std::vector<OpRecord> ops;
   std::vector<SpanRecord> spans;
-  std::vector<IoRecord> io;  // version 2 with --io-trace
+  std::vector<IoRecord> io;  // with --io-trace
   bool complete = true;      // false when the file ends inside a record or a block
   uint64_t stopped_at = 0;   // byte offset where reading stopped
   std::string stop_reason;   // why it stopped early (truncated record, ...)
-  // Version 7, mixture-of-experts runs: per step, layer and token, in record order (a step's after its ops).
+  // Mixture-of-experts runs: per step, layer and token, in record order (a step's after its ops).
   std::vector<RoutingRecord> routing;
-  // Version 9, `run --weight-budget`: every access to a weight unit, in access order.
+  // `run --weight-budget`: every access to a weight unit, in access order.
   std::vector<WeightLoadRecord> weight_loads;
 };
 
-// Version 8's block of `records` (whole records): its header (magic, length, XXH3-64 of the records) and the records,
+// A block of `records` (whole records): its header (magic, length, XXH3-64 of the records) and the records,
 // appended to out. The writer seals each flush so; tests build files with it.
 void seal_block(std::span<const uint8_t> records, std::vector<uint8_t>& out);
-// Recomputes in place the checksum of every whole block of a version-8 file, up to the first that is cut short or has
+// Recomputes in place the checksum of every whole block of a trace file, up to the first that is cut short or has
 // no block magic (the fuzzers: a mutated payload then reaches the record parser, not only the checksum).
 void reseal_blocks(std::span<uint8_t> file);
 
 // Reads a whole trace. A truncated tail (a run killed midway: the file ends inside the last block) is not an error:
 // every complete record is returned (those of a cut block unverified) and complete/stopped_at/stop_reason say where
-// and why reading stopped. A corrupt file is an Error; version 8's blocks are verified, and a checksum mismatch, a
+// and why reading stopped. A corrupt file is an Error; blocks are verified, and a checksum mismatch, a
 // missing block magic or a block whose length runs into the next block names the block's byte offset.
 TraceContents read_trace(const std::string& path);
 // The same from the file's bytes; `path` names it in messages (fuzzed: fuzz/fuzz_trace.cpp).

@@ -24,7 +24,7 @@ struct GraphEntry {
   std::vector<uint8_t> repeatable;  // node reads and writes only step-independent bytes
   std::vector<uint32_t> compared;   // the other nodes but the routed ones, in order
   std::vector<uint32_t> routed;     // nodes whose reads the step's routing decides
-  std::vector<uint8_t> view;        // node is a view (no SPAN records)
+  std::vector<uint8_t> view;        // node is a view (its shares are no spans)
   struct Event {                    // the allocation plan's events (the same for every step of the graph)
     int node;
     bool alloc, reuse;

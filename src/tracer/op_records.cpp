@@ -30,8 +30,8 @@ unsigned __int128 tick_scale(uint64_t ticks, uint64_t ns) {
   return (static_cast<unsigned __int128>(ns) << 32) / std::max<uint64_t>(1, ticks);
 }
 
-OpRecords::OpRecords(trace::TraceWriter& writer, int n_threads, uint64_t run_start_ns, bool compact)
-    : writer_(writer), n_threads_(n_threads), t0_(run_start_ns), compact_option_(compact) {
+OpRecords::OpRecords(trace::TraceWriter& writer, int n_threads, uint64_t run_start_ns)
+    : writer_(writer), n_threads_(n_threads), t0_(run_start_ns) {
   spans_.resize(static_cast<size_t>(n_threads));
 }
 
@@ -45,15 +45,15 @@ void OpRecords::on_graph_ready(const Graph& g, const GraphEntry& graph, bool sam
     for (auto& s : spans_) s.assign(n, WorkerSpan{});
   graph_ = &g;
   entry_ = &graph;
-  compact_ = compact_option_ && !values && same_as_previous;
-  if (compact_option_ && fields_.size() < n) fields_.resize(n);
+  ops_step_ = !values && same_as_previous;
+  if (fields_.size() < n) fields_.resize(n);
   choices_.assign(n, Choice::ADVANCE);  // the repeatable nodes' (not compared)
   change_spans_.resize(n);
   changes_.clear();
   // The compared nodes' placement is final here (the engine has just patched and resolved it) and still in the
   // caches; at the step's end, after the weights have streamed through them, the same comparison costs about twice
   // as much (docs/performance.md). Routed nodes get their reads during the step: compared at its end.
-  if (compact_)
+  if (ops_step_)
     for (const uint32_t i : entry_->compared) choose_node(i);
   ns_before_ = now_ns();
   ticks_before_ = tick_count();
@@ -94,7 +94,7 @@ OpRecords::Choice OpRecords::choose(size_t i) {
   last.swap(fields_scratch_);
   // The changes become the stride (none: the node stopped moving).
   f.stride.assign(changes_.begin() + static_cast<ptrdiff_t>(first_change), changes_.end());
-  return Choice::DELTA;
+  return Choice::MOVE;
 }
 
 void OpRecords::choose_node(uint32_t i) {
@@ -124,34 +124,25 @@ void OpRecords::spans_to_ns() {
 void OpRecords::on_step_end(const StepOutcome& o, const ValueCheck& values, IoProbe* io, uint64_t now_ns) {
   spans_to_ns();
   const size_t n = choices_.size();
-  if (compact_)
+  if (ops_step_)
     for (const uint32_t i : entry_->routed) choose_node(i);
   writer_.step_begin(marker_);
-  size_t run_begin = n;  // first node of the pending OP_ADVANCES_PACKED run (n: none)
-  auto end_run = [&](size_t stop) {
-    if (run_begin == n) return;
-    write_advance_run(run_begin, stop);
-    run_begin = n;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    const Choice choice = compact_ ? choices_[i] : Choice::FULL;
-    if (choice == Choice::ADVANCE) {
-      if (run_begin == n) run_begin = i;
-    } else {
-      end_run(i);
-      const auto [first, stop] = change_spans_[i];
-      write_op(i, choice, std::span(changes_).subspan(first, choice == Choice::DELTA ? stop - first : 0), values);
+  size_t run_begin = 0;  // first node of the pending OPS run
+  for (size_t i = 0; i < n; ++i)
+    if (!ops_step_ || choices_[i] == Choice::FULL) {
+      write_ops_run(run_begin, i);
+      write_op(i, values);
+      run_begin = i + 1;
     }
-    if (io) {  // each op's IO record follows it
-      end_run(i + 1);
+  write_ops_run(run_begin, n);
+  if (io)
+    for (size_t i = 0; i < n; ++i) {
       const auto* r = io->record(marker_.step, static_cast<uint32_t>(i), [&](int t) {
         const WorkerSpan& s = spans_[static_cast<size_t>(t)][i];
         return s.start || s.end;
       });
       if (r) writer_.io(*r);
     }
-  }
-  end_run(n);
   write_routing(o);
   trace::StepMarker end = marker_;
   end.end_ns = o.end_ns - t0_;
@@ -161,70 +152,56 @@ void OpRecords::on_step_end(const StepOutcome& o, const ValueCheck& values, IoPr
   if (flush_.due(now_ns, writer_.bytes_buffered())) writer_.flush();
 }
 
-void OpRecords::write_op(size_t i, Choice choice, std::span<const std::pair<uint32_t, uint64_t>> changes,
-                         const ValueCheck& values) {
+int OpRecords::put_times(size_t i, uint64_t* out) const {
+  int shares = 0;
+  for (int t = 0; t < n_threads_; ++t, out += 2) {
+    const WorkerSpan& s = spans_[static_cast<size_t>(t)][i];
+    const bool share = (s.start | s.end) != 0;
+    out[0] = share ? s.start - t0_ : trace::TraceWriter::kNoShareNs;
+    out[1] = share ? s.end - t0_ : trace::TraceWriter::kNoShareNs;
+    shares += share;
+  }
+  return shares;
+}
+
+void OpRecords::write_op(size_t i, const ValueCheck& values) {
   const Node& n = graph_->nodes()[i];
   trace::OpRecord& r = place(i);
   r.step = marker_.step;
   r.node = static_cast<uint32_t>(i);
-  r.phase = marker_.phase;
   r.op = n.op;
   r.layer = static_cast<int16_t>(n.layer);
-  r.pos_begin = marker_.pos_begin;
-  r.pos_end = marker_.pos_end;
-  uint64_t start = UINT64_MAX, end = 0;
-  int first_thread = -1, workers = 0;
-  for (int t = 0; t < n_threads_; ++t) {
-    const WorkerSpan& s = spans_[static_cast<size_t>(t)][i];
-    if (s.start == 0 && s.end == 0) continue;
-    if (first_thread < 0) first_thread = t;
-    if (!op_is_view(n.op)) ++workers;
-    start = std::min(start, s.start);
-    end = std::max(end, s.end);
-    if (!op_is_view(n.op)) writer_.span({r.step, r.node, static_cast<uint16_t>(t), s.start - t0_, s.end - t0_});
-  }
-  r.thread = static_cast<uint16_t>(std::max(first_thread, 0));
-  r.n_threads = static_cast<uint16_t>(workers);
-  r.start_ns = start == UINT64_MAX ? 0 : start - t0_;
-  r.end_ns = end == 0 ? r.start_ns : end - t0_;
-  if (choice == Choice::DELTA) {
-    writer_.op_delta(r, changes);
-    return;
-  }
   const trace::ValueStats* stats = values.stats(i);
   r.has_stats = stats != nullptr && !op_is_view(n.op);
   if (r.has_stats) r.stats = *stats;
-  writer_.op(r, &entry_->ids[entry_->node_offset[i]]);
-  if (compact_option_) {  // the reader's state after an OP record: these fields, stride 0
-    NodeFields& f = fields_[i];
-    trace::placement_layout(r, f.layout);
-    trace::placement_fields(r, f.last);
-    f.stride.clear();
-  }
+  run_times_.resize(2 * static_cast<size_t>(n_threads_));
+  put_times(i, run_times_.data());
+  writer_.op(r, &entry_->ids[entry_->node_offset[i]], run_times_);
+  // The reader's state after an OP record: these fields, stride 0.
+  NodeFields& f = fields_[i];
+  trace::placement_layout(r, f.layout);
+  trace::placement_fields(r, f.last);
+  f.stride.clear();
 }
 
-void OpRecords::write_advance_run(size_t first, size_t end) {
+void OpRecords::write_ops_run(size_t first, size_t end) {
+  if (first == end) return;
   // Written through a pointer into a buffer kept at its size (a run of every node of a step, every step).
-  std::vector<uint64_t>& times = run_times_;
-  times.resize((end - first) * static_cast<size_t>(n_threads_) * 2);
-  uint64_t* out = times.data();
+  const size_t per_node = 2 * static_cast<size_t>(n_threads_);
+  run_times_.resize((end - first) * per_node);
+  moved_.clear();
   uint64_t n_spans = 0;
   for (size_t i = first; i < end; ++i) {
-    const bool view = entry_->view[i];
-    for (int t = 0; t < n_threads_; ++t) {
-      const WorkerSpan& s = spans_[static_cast<size_t>(t)][i];
-      if ((s.start | s.end) == 0) {  // no share
-        *out++ = trace::TraceWriter::kNoShareNs, *out++ = trace::TraceWriter::kNoShareNs;
-        continue;
-      }
-      *out++ = s.start - t0_, *out++ = s.end - t0_;
-      n_spans += !view;
+    const int shares = put_times(i, run_times_.data() + (i - first) * per_node);
+    if (!entry_->view[i]) n_spans += static_cast<uint64_t>(shares);
+    if (choices_[i] == Choice::MOVE) {
+      const auto [begin, stop] = change_spans_[i];
+      moved_.push_back({static_cast<uint32_t>(i), std::span(changes_).subspan(begin, stop - begin)});
     }
   }
-  const trace::StepMarker& m = marker_;
-  writer_.op_advances({m.step, m.phase, m.pos_begin, m.pos_end, static_cast<uint32_t>(first),
-                       static_cast<uint32_t>(end - first), static_cast<uint16_t>(n_threads_)},
-                      times, n_spans);
+  writer_.ops({marker_.step, static_cast<uint32_t>(first), static_cast<uint32_t>(end - first),
+               static_cast<uint16_t>(n_threads_)},
+              run_times_, moved_, n_spans);
 }
 
 void OpRecords::write_routing(const StepOutcome& o) {

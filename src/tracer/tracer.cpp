@@ -5,18 +5,14 @@
 namespace tt {
 
 nlohmann::json TraceOptions::to_json() const {
-  return {{"values", values},
-          {"check_finite", check_finite},
-          {"logit_top_k", logit_top_k},
-          {"io", io},
-          {"compact", compact}};
+  return {{"values", values}, {"check_finite", check_finite}, {"logit_top_k", logit_top_k}, {"io", io}};
 }
 
 Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int n_threads, uint64_t run_start_ns)
     : t0_(run_start_ns),
       writer_(dir.path("trace.bin")),
       catalog_(dir, writer_),
-      op_records_(writer_, n_threads, run_start_ns, options.compact),
+      op_records_(writer_, n_threads, run_start_ns),
       step_lines_(dir, *model.tokenizer, options.logit_top_k, run_start_ns),
       timeline_(dir, writer_, run_start_ns),
       values_(options.values, options.check_finite),

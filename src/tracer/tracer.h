@@ -33,8 +33,6 @@ struct TraceOptions {
   bool check_finite = false;  // --check-finite: stop at the first NaN/Inf
   int logit_top_k = 10;       // tokens in each step's logit landscape
   bool io = false;            // --io-trace: page-cache residency before each op, faults and storage reads during it
-  bool compact = true;  // OP_ADVANCES_PACKED / OP_DELTA records for ops whose record follows from the previous step's
-                        // (the reader restores them whole); false: a full OP record per op
   nlohmann::json to_json() const;
 };
 
