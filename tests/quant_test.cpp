@@ -906,6 +906,29 @@ struct Q6KMatrices {
   }
 };
 
+// A Q5_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
+// every row have all quants 31 or all 0 and all 6-bit scales and mins 63, and the activations are
+// q8_k_activations'.
+struct Q5KMatrices {
+  std::vector<uint8_t> x, y;
+  Q5KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
+    for (int64_t r = 0; r < nr; ++r) {
+      auto row = random_weights(G::Q5_K, n, rng, false);
+      if (extremes)
+        for (int64_t b = 0; b < n / kQK_K; ++b)
+          if ((b + r) % 2) {
+            BlockQ5_K& blk = reinterpret_cast<BlockQ5_K*>(row.data())[b];
+            const int quants = (b + r) % 4 == 1 ? 0xFF : 0x00;
+            std::memset(blk.qs, quants, sizeof(blk.qs));
+            std::memset(blk.qh, quants, sizeof(blk.qh));
+            std::memset(blk.scales, 0xFF, sizeof(blk.scales));
+          }
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    y = q8_k_activations(n, nt, rng, extremes);
+  }
+};
+
 // The cases of the K-quant AMX tile tests: lengths of 1, 3 and 8 super-blocks; rows and tokens that are and are
 // not multiples of the 16 of a tile; random blocks and both kinds of integer extremes. check(n, nr, nt, extremes)
 // per case, until a fatal failure; returns the number of cases run.
@@ -984,37 +1007,61 @@ TEST(QuantAmx, TileQ4_KHonoursStrides) {
   expect_tile_honours_strides(G::Q4_K, amx::tile_repack_gemm_q4_k, n, nr, nt, m.x, m.y);
 }
 
-// Q6_K prompt batches: "auto" runs them on AMX tiles where the CPU has them (same bits as the AVX-512 tile).
-TEST(QuantAmx, AutoTakesTheQ6_KTileWhereAvailable) {
+// Q5_K and Q6_K prompt batches: "auto" runs them on AMX tiles where the CPU has them (same bits as the AVX-512
+// kernels).
+TEST(QuantAmx, AutoTakesTheQ5_KAndQ6_KTilesWhereAvailable) {
   if (kernel_isa() != std::string("avx512-vnni")) GTEST_SKIP() << "the table is not at AVX-512 here: " << kernel_isa();
   EXPECT_EQ(find_kernels(G::Q6_K)->vec_dot,
             (DotKernel{avx512::vec_dot_q6_k, amx_available() ? amx::tile_q6_k : avx512::tile_q6_k}));
+  EXPECT_EQ(find_kernels(G::Q5_K)->vec_dot,
+            (DotKernel{avx512::vec_dot_q5_k, amx_available() ? amx::tile_q5_k : nullptr}));
 }
 
-// The AMX Q6_K tile gives avx512::vec_dot_q6_k (ggml's 8 lanes, the order of the records) and the AVX-512 tile it
-// stands in for bit for bit, for every (row, token): rows and tokens that are and are not multiples of the 16 of a
-// tile, quants, scales and activations at their integer extremes.
-TEST(QuantAmx, TileQ6_KEqualsVecDotExactly) {
-  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+// An AMX tile of a K-quant gives its AVX-512 dot product (ggml's 8 lanes, the order of the records) bit for bit for
+// every (row, token), and the AVX-512 tile it stands in for where there is one, over for_each_k_tile_case's cases.
+template <typename Matrices>
+void expect_k_tile_equals_vec_dot(G type, TileFn tile, VecDotFn dot, TileFn simd_tile) {
   Rng rng;
   const int cases = for_each_k_tile_case([&](int64_t n, int64_t nr, int64_t nt, int extremes) {
-    const Q6KMatrices m(n, nr, nt, rng, extremes);
-    const uint64_t x_row = row_bytes(G::Q6_K, n), y_row = row_bytes(G::Q8_K, n);
+    const Matrices m(n, nr, nt, rng, extremes);
+    const uint64_t x_row = row_bytes(type, n), y_row = row_bytes(G::Q8_K, n);
     const int64_t ldo = nr + 3;
     std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f), simd(nt * ldo, -7.0f);
-    amx::tile_q6_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, got.data(), ldo);
-    avx512::tile_q6_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, simd.data(), ldo);
+    tile(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, got.data(), ldo);
     for (int64_t t = 0; t < nt; ++t)
-      for (int64_t r = 0; r < nr; ++r)
-        avx512::vec_dot_q6_k(n, &want[t * ldo + r], m.x.data() + r * x_row, m.y.data() + t * y_row);
+      for (int64_t r = 0; r < nr; ++r) dot(n, &want[t * ldo + r], m.x.data() + r * x_row, m.y.data() + t * y_row);
+    if (simd_tile) simd_tile(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, simd.data(), ldo);
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-          << "n=" << n << " nr=" << nr << " nt=" << nt << " extremes=" << extremes << " output " << i << " (token "
-          << i / ldo << ", row " << i % ldo << "): " << got[i] << " vs " << want[i];
-      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(simd[i])) << "avx512 tile output " << i;
+          << type_name(type) << " n=" << n << " nr=" << nr << " nt=" << nt << " extremes=" << extremes << " output "
+          << i << " (token " << i / ldo << ", row " << i % ldo << "): " << got[i] << " vs " << want[i];
+      if (simd_tile) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(simd[i])) << "avx512 tile output " << i;
+      }
     }
   });
   EXPECT_EQ(cases, 3 * 10 * 3);
+}
+
+// Rows and tokens that are and are not multiples of the 16 of a tile; quants 0 and 63, scales 127 and -128,
+// activations 127 and -128.
+TEST(QuantAmx, TileQ6_KEqualsVecDotExactly) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  expect_k_tile_equals_vec_dot<Q6KMatrices>(G::Q6_K, amx::tile_q6_k, avx512::vec_dot_q6_k, avx512::tile_q6_k);
+}
+
+// The same for Q5_K: quants 0 and 31, scales and mins 63, activations 127 and -128.
+TEST(QuantAmx, TileQ5_KEqualsVecDotExactly) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  expect_k_tile_equals_vec_dot<Q5KMatrices>(G::Q5_K, amx::tile_q5_k, avx512::vec_dot_q5_k, nullptr);
+}
+
+TEST(QuantAmx, TileQ5_KHonoursStrides) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  constexpr int64_t n = 512, nr = 19, nt = 21;
+  const Q5KMatrices m(n, nr, nt, rng, 0);
+  expect_tile_honours_strides(G::Q5_K, amx::tile_q5_k, n, nr, nt, m.x, m.y);
 }
 
 TEST(QuantAmx, TileQ6_KHonoursStrides) {

@@ -5,11 +5,13 @@
 //   Q4_K (ref::repack_gemm_q4_k, the batched prompt path of the reference records): one B tile per 32-element
 //     sub-block, the tokens' activations read in place; the integer steps (x 6-bit scale, pair sums, mins x bsums)
 //     stay exact in int32, then enter the reference's FMAs: one per pair of sub-blocks into acc, one into acc_min.
-//   Q6_K (vec_dot_q6_k): ggml's 8 int32 lanes per super-block, lane L holding the products of elements
-//     32g + 4L .. 32g + 4L + 3 of every group g, each times its sub-block's int8 scale, less 32 x (bsums x scales)
-//     of sub-blocks 2L, 2L + 1. A tile per lane holds those 32 activations of 16 tokens; the B tiles hold the
-//     weights times their scale (int16) split into a signed high and low byte, so lane = 256 * hi-dot + lo-dot
-//     exactly. Then the lane's FMA per super-block and ggml's horizontal sum of the 8 lanes.
+//   Q5_K and Q6_K (vec_dot_q5_k, vec_dot_q6_k): ggml's 8 int32 lanes per super-block, lane L holding the products
+//     of elements 32g + 4L .. 32g + 4L + 3 of every 32-element group g, each times its sub-block's scale (Q6_K:
+//     less 32 x (bsums x scales) of sub-blocks 2L, 2L + 1). A tile per lane holds those 32 activations of 16 tokens
+//     (a transpose of each Q8_K block's 4-byte groups); the B tiles hold the weights times their scale (int16)
+//     split into a signed high and low byte, so lane = 256 * hi-dot + lo-dot exactly. Then the lane's FMA per
+//     super-block (Q5_K: and its mins x bsums product) and ggml's horizontal sum of the 8 lanes.
+// A lone token (generation) keeps the AVX-512 kernels: it would fill one row of the 16-token tiles.
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns about _mm512_undefined_* inside its own intrinsic headers (a known false positive; simd_x86.h).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -25,6 +27,7 @@
 #include "quant/amx_x86.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
+#include "quant/quant.h"
 
 namespace tt::amx {
 namespace {
@@ -155,25 +158,95 @@ constexpr LaneTranspose make_lane_transpose() {
 }
 constexpr LaneTranspose kLaneTranspose = make_lane_transpose();
 
-// One Q6_K super-block of rows [0, nr) (nr <= 16), lane r = row r (zero beyond nr).
-struct Q6KRows16 {
+// The B tiles of ggml's 8 int32 lanes of a K-quant super-block (vec_dot_q5_k, vec_dot_q6_k): lane L holds the
+// products of elements 32g + 4L .. 32g + 4L + 3 of every 32-element group g, each times its sub-block's scale. Per
+// lane, B tiles of 16 rows hold quant x scale (int16) as a signed high and low byte, so TDPBSSD against the lane's
+// activations (A) gives the lane as 256 * hi-dot + lo-dot exactly.
+struct LaneTiles {
+  alignas(64) int8_t hi[kLanes][kGroups][64], lo[kLanes][kGroups][64];  // [L][g][4r + i]: element 32g + 4L + i
+
+  // Stores the 4 bytes of lane l, group g of 16 rows (q: quants, 0..63) times scale16 (per row, int16 twice).
+  void store(int l, int g, __m512i q, __m512i scale16) {
+    const __m512i even = _mm512_set1_epi16(0x00FF), round = _mm512_set1_epi16(128);
+    const __m512i we = _mm512_mullo_epi16(_mm512_and_si512(q, even), scale16);
+    const __m512i wo = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), scale16);
+    // w = 256 * hi + lo: lo its low byte (signed), hi = (w + 128) >> 8 (|hi| <= 32).
+    _mm512_store_si512(lo[l][g], _mm512_or_si512(_mm512_and_si512(we, even), _mm512_slli_epi16(wo, 8)));
+    _mm512_store_si512(hi[l][g],
+                       _mm512_or_si512(_mm512_and_si512(_mm512_srai_epi16(_mm512_add_epi16(we, round), 8), even),
+                                       _mm512_slli_epi16(_mm512_srai_epi16(_mm512_add_epi16(wo, round), 8), 8)));
+  }
+
+  // each(l, t, lane) for every lane l and token t < nt (nt <= 16) of super-block blocks (the group's first token's):
+  // the lane's int32 sums, lane r = row r.
+  template <typename Each>
+  void lanes(int64_t nt, const uint8_t* blocks, uint64_t y_row, Each each) const {
+    // A tiles: at[m][t] = token t's quants of lane 2m (bytes 0..31, group by group) and 2m + 1 (32..63); zero
+    // rows beyond nt.
+    alignas(64) int8_t at[kLanes / 2][kTile][64];
+    if (nt < kTile) std::memset(at, 0, sizeof(at));
+    const __m512i s1[2] = {_mm512_load_si512(kLaneTranspose.step1[0]), _mm512_load_si512(kLaneTranspose.step1[1])};
+    const __m512i s2[2] = {_mm512_load_si512(kLaneTranspose.step2[0]), _mm512_load_si512(kLaneTranspose.step2[1])};
+    for (int64_t t = 0; t < nt; ++t) {
+      const uint8_t* qs = blocks + t * y_row + kQsOffset;
+      __m512i v[4];  // v[p]: groups 2p, 2p + 1
+      for (int p = 0; p < 4; ++p) v[p] = _mm512_loadu_si512(qs + 64 * p);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i g03 = _mm512_permutex2var_epi32(v[0], s1[h], v[1]);
+        const __m512i g47 = _mm512_permutex2var_epi32(v[2], s1[h], v[3]);
+        for (int k = 0; k < 2; ++k) _mm512_store_si512(at[2 * h + k][t], _mm512_permutex2var_epi32(g03, s2[k], g47));
+      }
+    }
+    alignas(64) int32_t chi[kTile][kTile], clo[kTile][kTile];
+    for (int l = 0; l < kLanes; ++l) {
+      _tile_loadd(2, at[l / 2][0] + 32 * (l % 2), 64);
+      _tile_loadd(4, hi[l], 64);
+      _tile_loadd(5, lo[l], 64);
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_dpbssd(0, 2, 4);
+      _tile_dpbssd(1, 2, 5);
+      _tile_stored(0, chi, kTile * 4);
+      _tile_stored(1, clo, kTile * 4);
+      for (int64_t t = 0; t < nt; ++t)
+        each(l, t, _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(chi[t]), 8), _mm512_load_si512(clo[t])));
+    }
+  }
+
+  // hsum's order (simd_x86.h) of the 8 float lanes: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+  static __m512 hsum(const float (*acc)[kTile]) {
+    const auto pair = [&](int a) { return _mm512_add_ps(_mm512_load_ps(acc[a]), _mm512_load_ps(acc[a + 4])); };
+    return _mm512_add_ps(_mm512_add_ps(pair(0), pair(2)), _mm512_add_ps(pair(1), pair(3)));
+  }
+};
+
+// Gathers of a dword at the same offset of 16 rows' super-blocks (zero beyond nr).
+struct RowGather {
+  const uint8_t* b0;
+  __m512i offsets;
+  __mmask16 valid;
+  RowGather(const uint8_t* b, uint64_t x_row, int64_t nr)
+      : b0(b), offsets(row_offsets(x_row)), valid(first_lanes(nr)) {}
+  __m512i operator()(size_t offset) const {
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, b0 + offset, 1);
+  }
+};
+
+// int16 pairs (a, b) from int32s.
+inline __m512i pair16(__m512i a, __m512i b) {
+  return _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(b, 16));
+}
+
+// One Q6_K super-block of rows [0, nr) (nr <= 16), lane r = row r (zero beyond nr), in vec_dot_q6_k's order:
+// stored quants 0..63, and each lane less 32 x (bsums x scales) of sub-blocks 2L, 2L + 1.
+struct Q6KRows16 : LaneTiles {
   static constexpr int kAcc = kLanes;  // per token: ggml's 8 float lanes
   static constexpr uint64_t kBlockBytes = sizeof(BlockQ6_K);
-  // B tiles of lane L: [L][g][4r + i] = high / low byte of quant 32g + 4L + i of row r times its scale.
-  alignas(64) int8_t hi[kLanes][kGroups][64], lo[kLanes][kGroups][64];
   __m512i bsum_scales[kLanes];  // lane L: int16 pairs -32 * (scale 2L, scale 2L + 1), against the bsums
   __m512 d;
 
   Q6KRows16(const uint8_t* b0, uint64_t x_row, int64_t nr) {
-    const __m512i offsets = row_offsets(x_row);
-    const __mmask16 valid = first_lanes(nr);
-    const auto gather = [&](size_t offset) {
-      return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, b0 + offset, 1);
-    };
-    const __m512i low16 = _mm512_set1_epi32(0xFFFF);
-    const auto pair16 = [&](__m512i a, __m512i b) {  // int16 pairs (a, b) from int32s
-      return _mm512_or_si512(_mm512_and_si512(a, low16), _mm512_slli_epi32(b, 16));
-    };
+    const RowGather gather(b0, x_row, nr);
     __m512i sc[16];  // the 16 int8 scales as int32
     for (int m = 0; m < 4; ++m) {
       const __m512i four = gather(offsetof(BlockQ6_K, scales) + 4 * m);
@@ -182,20 +255,10 @@ struct Q6KRows16 {
     for (int l = 0; l < kLanes; ++l)
       bsum_scales[l] = pair16(_mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * l], 5)),
                               _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * l + 1], 5)));
-    const __m512i low4 = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3), even = _mm512_set1_epi16(0x00FF),
-                  round = _mm512_set1_epi16(128);
-    // w = q * scale (int16) as 256 * hi + lo, lo its low byte (signed), hi = (w + 128) >> 8 (|hi| <= 32).
-    const auto store_split = [&](__m512i q, __m512i scale16, int8_t* hi_out, int8_t* lo_out) {
-      const __m512i we = _mm512_mullo_epi16(_mm512_and_si512(q, even), scale16);
-      const __m512i wo = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), scale16);
-      _mm512_store_si512(lo_out, _mm512_or_si512(_mm512_and_si512(we, even), _mm512_slli_epi16(wo, 8)));
-      _mm512_store_si512(hi_out,
-                         _mm512_or_si512(_mm512_and_si512(_mm512_srai_epi16(_mm512_add_epi16(we, round), 8), even),
-                                         _mm512_slli_epi16(_mm512_srai_epi16(_mm512_add_epi16(wo, round), 8), 8)));
-    };
+    const __m512i low4 = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3);
     for (int h = 0; h < 2; ++h)  // halves of 128 elements: groups 4h .. 4h + 3
       for (int l = 0; l < kLanes; ++l) {
-        // As Q6Weights512 (kquants_x86.inc), the 4 bytes of lane l of each group: stored quants 0..63.
+        // As Q6Weights512 (kquants_x86.inc), the 4 bytes of lane l of each group.
         const __m512i ql0 = gather(offsetof(BlockQ6_K, ql) + 64 * h + 4 * l);
         const __m512i ql1 = gather(offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * l);
         const __m512i qh = gather(offsetof(BlockQ6_K, qh) + 32 * h + 4 * l);
@@ -210,7 +273,7 @@ struct Q6KRows16 {
         };
         for (int c = 0; c < 4; ++c) {
           const int g = 4 * h + c, s = 2 * g + l / 4;
-          store_split(q[c], pair16(sc[s], sc[s]), hi[l][g], lo[l][g]);
+          store(l, g, q[c], pair16(sc[s], sc[s]));
         }
       }
     // The half d ends the 210-byte block: gather the dword ending there (one from d would read past the row).
@@ -222,50 +285,86 @@ struct Q6KRows16 {
   // token), one FMA per lane as vec_dot_q6_k.
   void token_group(int64_t nt, const uint8_t* y, uint64_t y_row, int64_t i, float (*acc)[kAcc][kTile]) const {
     const uint8_t* blocks = y + i * sizeof(BlockQ8_K);
-    // A tiles: at[m][t] = token t's quants of lane 2m (bytes 0..31, group by group) and 2m + 1 (32..63); zero
-    // rows beyond nt.
-    alignas(64) int8_t at[kLanes / 2][kTile][64];
-    if (nt < kTile) std::memset(at, 0, sizeof(at));
-    const __m512i s1[2] = {_mm512_load_si512(kLaneTranspose.step1[0]), _mm512_load_si512(kLaneTranspose.step1[1])};
-    const __m512i s2[2] = {_mm512_load_si512(kLaneTranspose.step2[0]), _mm512_load_si512(kLaneTranspose.step2[1])};
+    const auto block = [&](int64_t t) { return reinterpret_cast<const BlockQ8_K*>(blocks + t * y_row); };
     __m512 dt[kTile];
-    for (int64_t t = 0; t < nt; ++t) {
-      const BlockQ8_K& b = *reinterpret_cast<const BlockQ8_K*>(blocks + t * y_row);
-      __m512i v[4];  // v[p]: groups 2p, 2p + 1
-      for (int p = 0; p < 4; ++p) v[p] = _mm512_loadu_si512(b.qs + 64 * p);
-      for (int h = 0; h < 2; ++h) {
-        const __m512i g03 = _mm512_permutex2var_epi32(v[0], s1[h], v[1]);
-        const __m512i g47 = _mm512_permutex2var_epi32(v[2], s1[h], v[3]);
-        for (int k = 0; k < 2; ++k) _mm512_store_si512(at[2 * h + k][t], _mm512_permutex2var_epi32(g03, s2[k], g47));
-      }
-      dt[t] = _mm512_mul_ps(_mm512_set1_ps(b.d), d);  // y.d * h2f(x.d), as vec_dot_q6_k
-    }
-    alignas(64) int32_t chi[kTile][kTile], clo[kTile][kTile];
-    for (int l = 0; l < kLanes; ++l) {
-      _tile_loadd(2, at[l / 2][0] + 32 * (l % 2), 64);
-      _tile_loadd(4, hi[l], 64);
-      _tile_loadd(5, lo[l], 64);
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_dpbssd(0, 2, 4);
-      _tile_dpbssd(1, 2, 5);
-      _tile_stored(0, chi, kTile * 4);
-      _tile_stored(1, clo, kTile * 4);
-      for (int64_t t = 0; t < nt; ++t) {
-        int32_t bs;  // bsums 2l, 2l + 1 as one int16 pair
-        std::memcpy(&bs, reinterpret_cast<const BlockQ8_K*>(blocks + t * y_row)->bsums + 2 * l, sizeof(bs));
-        const __m512i lane =
-            _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(chi[t]), 8),
-                             _mm512_dpwssd_epi32(_mm512_load_si512(clo[t]), bsum_scales[l], _mm512_set1_epi32(bs)));
-        _mm512_store_ps(acc[t][l], _mm512_fmadd_ps(dt[t], _mm512_cvtepi32_ps(lane), _mm512_load_ps(acc[t][l])));
-      }
-    }
+    for (int64_t t = 0; t < nt; ++t) dt[t] = _mm512_mul_ps(_mm512_set1_ps(block(t)->d), d);  // y.d * h2f(x.d)
+    lanes(nt, blocks, y_row, [&](int l, int64_t t, __m512i sums) {
+      int32_t bs;  // bsums 2l, 2l + 1 as one int16 pair
+      std::memcpy(&bs, block(t)->bsums + 2 * l, sizeof(bs));
+      const __m512i lane = _mm512_dpwssd_epi32(sums, bsum_scales[l], _mm512_set1_epi32(bs));
+      _mm512_store_ps(acc[t][l], _mm512_fmadd_ps(dt[t], _mm512_cvtepi32_ps(lane), _mm512_load_ps(acc[t][l])));
+    });
   }
 
-  // hsum's order (simd_x86.h) of the 8 lanes: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+  static __m512 finish(const float (&acc)[kAcc][kTile]) { return hsum(acc); }
+};
+
+// One Q5_K super-block of rows [0, nr) (nr <= 16), lane r = row r (zero beyond nr), in vec_dot_q5_k's order: the
+// 8 lanes of quants 0..31 times their 6-bit scales, and apart the mins x bsums, one float product a super-block.
+struct Q5KRows16 : LaneTiles {
+  static constexpr int kAcc = kLanes + 1;  // per token: ggml's 8 float lanes, then min_sum
+  static constexpr uint64_t kBlockBytes = sizeof(BlockQ5_K);
+  __m512i mins[kSub];  // sub-block j: int16 pairs (min j, min j), against bsums 2j, 2j + 1
+  __m512 d, dmin;
+
+  Q5KRows16(const uint8_t* b0, uint64_t x_row, int64_t nr) {
+    const RowGather gather(b0, x_row, nr);
+    alignas(64) int32_t s[kSub][kTile] = {}, m[kSub][kTile] = {};
+    for (int64_t r = 0; r < nr; ++r)
+      for (int j = 0; j < kSub; ++j) {
+        uint8_t sj, mj;
+        get_scale_min_k4(j, reinterpret_cast<const BlockQ5_K*>(b0 + r * x_row)->scales, &sj, &mj);
+        s[j][r] = sj, m[j][r] = mj;
+      }
+    __m512i sc16[kSub];
+    for (int j = 0; j < kSub; ++j) {
+      const __m512i sj = _mm512_load_si512(s[j]), mj = _mm512_load_si512(m[j]);
+      sc16[j] = pair16(sj, sj), mins[j] = pair16(mj, mj);
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    for (int l = 0; l < kLanes; ++l) {
+      const __m512i qh = gather(offsetof(BlockQ5_K, qh) + 4 * l);  // bit j: the fifth bit in sub-block j
+      for (int p = 0; p < kSub / 2; ++p) {  // qs[32p..32p+31]: sub-block 2p in the low nibbles, 2p+1 in the high
+        const __m512i q = gather(offsetof(BlockQ5_K, qs) + 32 * p + 4 * l);
+        for (int k = 0; k < 2; ++k) {
+          const int j = 2 * p + k;
+          const __m512i nib = _mm512_and_si512(k ? _mm512_srli_epi16(q, 4) : q, low4);
+          const __m512i bit = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, j), one), 4);
+          store(l, j, _mm512_or_si512(nib, bit), sc16[j]);
+        }
+      }
+    }
+    d = gather_halves(b0 + offsetof(BlockQ5_K, d), gather.offsets, nr);
+    dmin = gather_halves(b0 + offsetof(BlockQ5_K, dmin), gather.offsets, nr);
+  }
+
+  // acc[t] (8 lanes, min_sum) of tokens [0, nt) (nt <= 16) += their super-block `i` against the rows, as
+  // vec_dot_q5_k: an FMA per lane by h2f(x.d) * y.d; min_sum += h2f(x.dmin) * y.d * (mins x bsums).
+  void token_group(int64_t nt, const uint8_t* y, uint64_t y_row, int64_t i, float (*acc)[kAcc][kTile]) const {
+    const uint8_t* blocks = y + i * sizeof(BlockQ8_K);
+    const auto block = [&](int64_t t) { return reinterpret_cast<const BlockQ8_K*>(blocks + t * y_row); };
+    __m512 dt[kTile];
+    for (int64_t t = 0; t < nt; ++t) {
+      const BlockQ8_K& b = *block(t);
+      const __m512 yd = _mm512_set1_ps(b.d);
+      dt[t] = _mm512_mul_ps(d, yd);
+      __m512i isum_min = _mm512_setzero_si512();
+      for (int j = 0; j < kSub; ++j) {
+        int32_t bs;  // bsums 2j, 2j + 1 as one int16 pair
+        std::memcpy(&bs, b.bsums + 2 * j, sizeof(bs));
+        isum_min = _mm512_dpwssd_epi32(isum_min, mins[j], _mm512_set1_epi32(bs));
+      }
+      // An FMA, as GCC compiles vec_dot_q5_k's min_sum += (dmin * y.d) * isum_min (C++ contracts by default).
+      _mm512_store_ps(acc[t][kLanes], _mm512_fmadd_ps(_mm512_mul_ps(dmin, yd), _mm512_cvtepi32_ps(isum_min),
+                                                      _mm512_load_ps(acc[t][kLanes])));
+    }
+    lanes(nt, blocks, y_row, [&](int l, int64_t t, __m512i sums) {
+      _mm512_store_ps(acc[t][l], _mm512_fmadd_ps(dt[t], _mm512_cvtepi32_ps(sums), _mm512_load_ps(acc[t][l])));
+    });
+  }
+
   static __m512 finish(const float (&acc)[kAcc][kTile]) {
-    const auto pair = [&](int a) { return _mm512_add_ps(_mm512_load_ps(acc[a]), _mm512_load_ps(acc[a + 4])); };
-    return _mm512_add_ps(_mm512_add_ps(pair(0), pair(2)), _mm512_add_ps(pair(1), pair(3)));
+    return _mm512_sub_ps(hsum(acc), _mm512_load_ps(acc[kLanes]));
   }
 };
 
@@ -300,9 +399,14 @@ void gemm_tiles(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row
 TT_TILE_DECL(tile_repack_gemm_q4_k) { gemm_tiles<Q4KRows16>(n, nr, nt, x, x_row, y, y_row, out, ldo); }
 
 TT_TILE_DECL(tile_q6_k) {
-  // A lone token (generation) would fill one row of 16-token tiles: the AVX-512 tile is faster, with the same bits.
   if (nt == 1) return avx512::tile_q6_k(n, nr, nt, x, x_row, y, y_row, out, ldo);
   gemm_tiles<Q6KRows16>(n, nr, nt, x, x_row, y, y_row, out, ldo);
+}
+
+TT_TILE_DECL(tile_q5_k) {
+  // A lone token: the AVX-512 kernel, row by row (the AVX-512 table has no Q5_K tile).
+  if (nt == 1) return DotKernel{avx512::vec_dot_q5_k}.run_tile(n, nr, nt, x, x_row, y, y_row, out, ldo);
+  gemm_tiles<Q5KRows16>(n, nr, nt, x, x_row, y, y_row, out, ldo);
 }
 
 }  // namespace tt::amx

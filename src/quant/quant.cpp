@@ -20,10 +20,10 @@ namespace {
 
 // Instruction sets, each including the ones before it. kAvx512Bf16 is kAvx512Vnni on a CPU that also has
 // VDPBF16PS, where llama.cpp computes BF16 with that instruction. On CPUs with AMX-INT8 tiles (Sapphire Rapids and
-// later), kAmxExact also runs the Q4_K and Q6_K prompt batches on tiles, in the AVX-512 kernels' order bit for bit
-// (exact integer dots), so "auto" takes it; kAmx adds tiles for Q8_0 prompt batches in the float order of llama.cpp's
-// AMX kernels. That order is not the one of the reference records (their llama.cpp did not take its AMX path: with it
-// the logits of the Q8_0 models depart from the records by up to 0.17), so kAmx is only chosen by name
+// later), kAmxExact also runs the Q4_K, Q5_K and Q6_K prompt batches on tiles, in the AVX-512 kernels' order bit for
+// bit (exact integer dots), so "auto" takes it; kAmx adds tiles for Q8_0 prompt batches in the float order of
+// llama.cpp's AMX kernels. That order is not the one of the reference records (their llama.cpp did not take its AMX
+// path: with it the logits of the Q8_0 models depart from the records by up to 0.17), so kAmx is only chosen by name
 // (`--kernel-isa amx`), never by "auto".
 enum class Isa { kScalar, kAvx2, kAvx512Vnni, kAvx512Bf16, kAmxExact, kAmx };
 constexpr int kIsaCount = 6;
@@ -80,7 +80,7 @@ struct Entry {
 };
 
 // A kernel's functions in the scalar reference, AVX2 and AVX-512 namespaces (the same name in each), or in the
-// two SIMD ones. AVX-512 + BF16 and AMX run the AVX-512 kernels (only the BF16, Q4_K, Q6_K and Q8_0 entries tell
+// two SIMD ones. AVX-512 + BF16 and AMX run the AVX-512 kernels (only the BF16, Q4_K, Q5_K, Q6_K and Q8_0 entries tell
 // them apart).
 #define TT_EACH_ISA(name) ref::name, avx2::name, avx512::name
 #define TT_SIMD(name) avx2::name, avx512::name
@@ -261,7 +261,7 @@ const std::array<Entry, kTypes>& entries() {
        .dequantize_row = ref::dequantize_q5_k,
        .quantize_row = ref::quantize_q5_k,
        .vec_dot_ref = ref::vec_dot_q5_k,
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q5_k))},
+       .vec_dot = amx_tile(each_isa(TT_EACH_ISA(vec_dot_q5_k)), amx::tile_q5_k)},
       {.type = G::Q6_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,
