@@ -40,8 +40,9 @@ constexpr int kQsOffset = 4;  // BlockQ8_K::qs, after the float d
 constexpr int kTokenBlock = 64;
 static_assert(offsetof(BlockQ8_K, qs) == kQsOffset);
 // Tile registers: tmm0 / tmm1 int32 sums C, tmm2 / tmm3 tokens A, tmm4 / tmm5 weights B (GCC's tile intrinsics
-// take the register number as a literal). Q4_K: a pair of sub-blocks, low in 0 / 2 / 4, high in 1 / 3 / 5. Q6_K:
-// one lane's tokens in 2, its high and low weight bytes in 4 / 5, their sums in 0 / 1.
+// take the register number as a literal). Q4_K: a pair of sub-blocks, low in 0 / 2 / 4, high in 1 / 3 / 5. Q5_K and
+// Q6_K: a pair of lanes, their tokens in 2 / 3, a lane's high and low weight bytes in 4 / 5, the sums of the first
+// lane in 0 / 1, of the second in 6 / 7.
 
 void load_config() {
   TileConfig c;
@@ -49,6 +50,7 @@ void load_config() {
     c.rows[s] = kTile, c.colsb[s] = kTile * 4;            // C: int32 sums, tokens x weight rows
     c.rows[2 + s] = kTile, c.colsb[2 + s] = 32;           // A: tokens x 32 quants
     c.rows[4 + s] = kGroups, c.colsb[4 + s] = kTile * 4;  // B: 4-byte groups x weight rows
+    c.rows[6 + s] = kTile, c.colsb[6 + s] = kTile * 4;    // C (Q5_K, Q6_K: a second lane's)
   }
   load_tile_config(c);
 }
@@ -197,19 +199,31 @@ struct LaneTiles {
         for (int k = 0; k < 2; ++k) _mm512_store_si512(at[2 * h + k][t], _mm512_permutex2var_epi32(g03, s2[k], g47));
       }
     }
-    alignas(64) int32_t chi[kTile][kTile], clo[kTile][kTile];
-    for (int l = 0; l < kLanes; ++l) {
-      _tile_loadd(2, at[l / 2][0] + 32 * (l % 2), 64);
+    // Two lanes at a time (C in 0 / 1 and 6 / 7), so the tile unit has four dots queued before the stores.
+    alignas(64) int32_t c[2][2][kTile][kTile];  // [lane of the pair][high, low][token][row]
+    for (int l = 0; l < kLanes; l += 2) {
+      _tile_loadd(2, at[l / 2][0], 64);
       _tile_loadd(4, hi[l], 64);
       _tile_loadd(5, lo[l], 64);
       _tile_zero(0);
       _tile_zero(1);
       _tile_dpbssd(0, 2, 4);
       _tile_dpbssd(1, 2, 5);
-      _tile_stored(0, chi, kTile * 4);
-      _tile_stored(1, clo, kTile * 4);
-      for (int64_t t = 0; t < nt; ++t)
-        each(l, t, _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(chi[t]), 8), _mm512_load_si512(clo[t])));
+      _tile_loadd(3, at[l / 2][0] + 32, 64);
+      _tile_loadd(4, hi[l + 1], 64);
+      _tile_loadd(5, lo[l + 1], 64);
+      _tile_zero(6);
+      _tile_zero(7);
+      _tile_dpbssd(6, 3, 4);
+      _tile_dpbssd(7, 3, 5);
+      _tile_stored(0, c[0][0], kTile * 4);
+      _tile_stored(1, c[0][1], kTile * 4);
+      _tile_stored(6, c[1][0], kTile * 4);
+      _tile_stored(7, c[1][1], kTile * 4);
+      for (int k = 0; k < 2; ++k)
+        for (int64_t t = 0; t < nt; ++t)
+          each(l + k, t,
+               _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[k][0][t]), 8), _mm512_load_si512(c[k][1][t])));
     }
   }
 
