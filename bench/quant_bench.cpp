@@ -209,6 +209,13 @@ const int kRegistered = [] {
                                DotKernel{avx512::repack_gemm_q4_k, avx512::tile_repack_gemm_q4_k});
   benchmark::RegisterBenchmark("Gemm/Q4_K/amx", gemm_amx, GgmlType::Q4_K,
                                DotKernel{avx512::repack_gemm_q4_k, amx::tile_repack_gemm_q4_k});
+  benchmark::RegisterBenchmark("Gemm/Q5_K/avx512", gemm_avx512, GgmlType::Q5_K, DotKernel{avx512::vec_dot_q5_k});
+  benchmark::RegisterBenchmark("Gemm/Q5_K/amx", gemm_amx, GgmlType::Q5_K,
+                               DotKernel{avx512::vec_dot_q5_k, amx::tile_q5_k});
+  benchmark::RegisterBenchmark("Gemm/Q6_K/avx512", gemm_avx512, GgmlType::Q6_K,
+                               DotKernel{avx512::vec_dot_q6_k, avx512::tile_q6_k});
+  benchmark::RegisterBenchmark("Gemm/Q6_K/amx", gemm_amx, GgmlType::Q6_K,
+                               DotKernel{avx512::vec_dot_q6_k, amx::tile_q6_k});
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
     benchmark::RegisterBenchmark(("Gemv/" + std::string(type_name(t))).c_str(), gemv, t)
         ->ArgName("rows")

@@ -844,9 +844,27 @@ TEST(QuantAmx, AutoTakesTheQ4_KTileWhereAvailable) {
   EXPECT_EQ(q4k->for_token(12, 13), (DotKernel{avx512::repack_gemv_q4_k, avx512::tile_repack_gemv_q4_k}));
 }
 
+// nt Q8_K activation rows of n, random; with `extremes`, most super-blocks are all -128 (extremes 2) or 127
+// (extremes 1), their bsums kept consistent: the largest integer sums the blocks allow.
+std::vector<uint8_t> q8_k_activations(int64_t n, int64_t nt, Rng& rng, int extremes) {
+  std::vector<uint8_t> y;
+  for (int64_t t = 0; t < nt; ++t) {
+    auto row = random_activations(G::Q8_K, n, rng, false);
+    if (extremes)
+      for (int64_t b = 0; b < n / kQK_K; ++b)
+        if ((b + t) % 3 != 2) {
+          BlockQ8_K& blk = reinterpret_cast<BlockQ8_K*>(row.data())[b];
+          const int8_t q = extremes > 1 ? -128 : 127;
+          std::fill(std::begin(blk.qs), std::end(blk.qs), q);
+          std::fill(std::begin(blk.bsums), std::end(blk.bsums), static_cast<int16_t>(16 * q));
+        }
+    y.insert(y.end(), row.begin(), row.end());
+  }
+  return y;
+}
+
 // A Q4_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
-// every row have all nibbles 15 and all 6-bit scales and mins 63, and most activation super-blocks are all -128
-// (extremes 2) or 127 (extremes 1), their bsums kept consistent: the largest integer sums the blocks allow.
+// every row have all nibbles 15 and all 6-bit scales and mins 63, and the activations are q8_k_activations'.
 struct Q4KMatrices {
   std::vector<uint8_t> x, y;
   Q4KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
@@ -861,27 +879,61 @@ struct Q4KMatrices {
           }
       x.insert(x.end(), row.begin(), row.end());
     }
-    for (int64_t t = 0; t < nt; ++t) {
-      auto row = random_activations(G::Q8_K, n, rng, false);
-      if (extremes)
-        for (int64_t b = 0; b < n / kQK_K; ++b)
-          if ((b + t) % 3 != 2) {
-            BlockQ8_K& blk = reinterpret_cast<BlockQ8_K*>(row.data())[b];
-            const int8_t q = extremes > 1 ? -128 : 127;
-            std::fill(std::begin(blk.qs), std::end(blk.qs), q);
-            std::fill(std::begin(blk.bsums), std::end(blk.bsums), static_cast<int16_t>(16 * q));
-          }
-      y.insert(y.end(), row.begin(), row.end());
-    }
+    y = q8_k_activations(n, nt, rng, extremes);
   }
 };
 
-// The AMX Q4_K tile gives ref::repack_gemm_q4_k -- the order of the AVX-512 gemm tile, which "auto" used to run
-// and the reference records hold -- bit for bit for every (row, token): rows and tokens that are and are not
-// multiples of the 16 of a tile, integer extremes.
-TEST(QuantAmx, TileQ4_KEqualsGemmReferenceExactly) {
-  if (!amx_available()) GTEST_SKIP() << kNoAmx;
-  Rng rng;
+// A Q6_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
+// every row have all quants 63 or all 0 (the stored extremes) and all scales 127 (extremes 1) or -128 (extremes 2),
+// and the activations are q8_k_activations'.
+struct Q6KMatrices {
+  std::vector<uint8_t> x, y;
+  Q6KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
+    for (int64_t r = 0; r < nr; ++r) {
+      auto row = random_weights(G::Q6_K, n, rng, false);
+      if (extremes)
+        for (int64_t b = 0; b < n / kQK_K; ++b)
+          if ((b + r) % 2) {
+            BlockQ6_K& blk = reinterpret_cast<BlockQ6_K*>(row.data())[b];
+            const int quants = (b + r) % 4 == 1 ? 0xFF : 0x00;
+            std::memset(blk.ql, quants, sizeof(blk.ql));
+            std::memset(blk.qh, quants, sizeof(blk.qh));
+            std::fill(std::begin(blk.scales), std::end(blk.scales), static_cast<int8_t>(extremes > 1 ? -128 : 127));
+          }
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    y = q8_k_activations(n, nt, rng, extremes);
+  }
+};
+
+// A Q5_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
+// every row have all quants 31 or all 0 and all 6-bit scales and mins 63, and the activations are
+// q8_k_activations'.
+struct Q5KMatrices {
+  std::vector<uint8_t> x, y;
+  Q5KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
+    for (int64_t r = 0; r < nr; ++r) {
+      auto row = random_weights(G::Q5_K, n, rng, false);
+      if (extremes)
+        for (int64_t b = 0; b < n / kQK_K; ++b)
+          if ((b + r) % 2) {
+            BlockQ5_K& blk = reinterpret_cast<BlockQ5_K*>(row.data())[b];
+            const int quants = (b + r) % 4 == 1 ? 0xFF : 0x00;
+            std::memset(blk.qs, quants, sizeof(blk.qs));
+            std::memset(blk.qh, quants, sizeof(blk.qh));
+            std::memset(blk.scales, 0xFF, sizeof(blk.scales));
+          }
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    y = q8_k_activations(n, nt, rng, extremes);
+  }
+};
+
+// The cases of the K-quant AMX tile tests: lengths of 1, 3 and 8 super-blocks; rows and tokens that are and are
+// not multiples of the 16 of a tile; random blocks and both kinds of integer extremes. check(n, nr, nt, extremes)
+// per case, until a fatal failure; returns the number of cases run.
+template <typename Check>
+int for_each_k_tile_case(Check check) {
   int cases = 0;
   for (int64_t n : {256, 768, 2048})
     for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1},
@@ -895,26 +947,54 @@ TEST(QuantAmx, TileQ4_KEqualsGemmReferenceExactly) {
                           {40, 17},
                           {16, 100}})
       for (int extremes : {0, 1, 2}) {
-        const Q4KMatrices m(n, nr, nt, rng, extremes);
-        const uint64_t x_row = row_bytes(G::Q4_K, n), y_row = row_bytes(G::Q8_K, n);
-        const int64_t ldo = nr + 3;
-        std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
-        amx::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, got.data(), ldo);
-        for (int64_t t = 0; t < nt; ++t)
-          for (int64_t r = 0; r < nr; ++r)
-            ref::repack_gemm_q4_k(n, &want[t * ldo + r], m.x.data() + r * x_row, m.y.data() + t * y_row);
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-              << "n=" << n << " nr=" << nr << " nt=" << nt << " extremes=" << extremes << " output " << i << " (token "
-              << i / ldo << ", row " << i % ldo << "): " << got[i] << " vs " << want[i];
-        if (cpu_sets().avx512 && nr % 8 == 0) {  // and the AVX-512 tile it stands in for, on its shapes
-          std::vector<float> simd(nt * ldo, -7.0f);
-          avx512::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, simd.data(), ldo);
-          for (size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(simd[i])) << "avx512 output " << i;
-        }
+        check(n, nr, nt, extremes);
+        if (::testing::Test::HasFatalFailure()) return cases;
         ++cases;
       }
+  return cases;
+}
+
+// A tile kernel's outputs for rows and tokens read in place with their strides (a weight slab's rows, a wider
+// activation scratch) equal its outputs for packed rows, bit for bit.
+void expect_tile_honours_strides(G type, TileFn tile, int64_t n, int64_t nr, int64_t nt, const std::vector<uint8_t>& x,
+                                 const std::vector<uint8_t>& y) {
+  const uint64_t xr = row_bytes(type, n), yr = row_bytes(G::Q8_K, n), x_row = xr + 70, y_row = yr + 36;
+  std::vector<uint8_t> xs(nr * x_row, 0xCC), ys(nt * y_row, 0xCC);
+  for (int64_t r = 0; r < nr; ++r) std::memcpy(xs.data() + r * x_row, x.data() + r * xr, xr);
+  for (int64_t t = 0; t < nt; ++t) std::memcpy(ys.data() + t * y_row, y.data() + t * yr, yr);
+  std::vector<float> got(nt * nr), want(nt * nr);
+  tile(n, nr, nt, xs.data(), x_row, ys.data(), y_row, got.data(), nr);
+  tile(n, nr, nt, x.data(), xr, y.data(), yr, want.data(), nr);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "output " << i;
+}
+
+// The AMX Q4_K tile gives ref::repack_gemm_q4_k -- the order of the AVX-512 gemm tile, which "auto" used to run
+// and the reference records hold -- bit for bit for every (row, token): rows and tokens that are and are not
+// multiples of the 16 of a tile, integer extremes.
+TEST(QuantAmx, TileQ4_KEqualsGemmReferenceExactly) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  const int cases = for_each_k_tile_case([&](int64_t n, int64_t nr, int64_t nt, int extremes) {
+    const Q4KMatrices m(n, nr, nt, rng, extremes);
+    const uint64_t x_row = row_bytes(G::Q4_K, n), y_row = row_bytes(G::Q8_K, n);
+    const int64_t ldo = nr + 3;
+    std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
+    amx::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, got.data(), ldo);
+    for (int64_t t = 0; t < nt; ++t)
+      for (int64_t r = 0; r < nr; ++r)
+        ref::repack_gemm_q4_k(n, &want[t * ldo + r], m.x.data() + r * x_row, m.y.data() + t * y_row);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << "n=" << n << " nr=" << nr << " nt=" << nt << " extremes=" << extremes << " output " << i << " (token "
+          << i / ldo << ", row " << i % ldo << "): " << got[i] << " vs " << want[i];
+    if (cpu_sets().avx512 && nr % 8 == 0) {  // and the AVX-512 tile it stands in for, on its shapes
+      std::vector<float> simd(nt * ldo, -7.0f);
+      avx512::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, simd.data(), ldo);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(simd[i])) << "avx512 output " << i;
+    }
+  });
   EXPECT_EQ(cases, 3 * 10 * 3);
 }
 
@@ -924,15 +1004,72 @@ TEST(QuantAmx, TileQ4_KHonoursStrides) {
   Rng rng;
   constexpr int64_t n = 512, nr = 19, nt = 21;
   const Q4KMatrices m(n, nr, nt, rng, 0);
-  const uint64_t xr = row_bytes(G::Q4_K, n), yr = row_bytes(G::Q8_K, n), x_row = xr + 70, y_row = yr + 36;
-  std::vector<uint8_t> xs(nr * x_row, 0xCC), ys(nt * y_row, 0xCC);
-  for (int64_t r = 0; r < nr; ++r) std::memcpy(xs.data() + r * x_row, m.x.data() + r * xr, xr);
-  for (int64_t t = 0; t < nt; ++t) std::memcpy(ys.data() + t * y_row, m.y.data() + t * yr, yr);
-  std::vector<float> got(nt * nr), want(nt * nr);
-  amx::tile_repack_gemm_q4_k(n, nr, nt, xs.data(), x_row, ys.data(), y_row, got.data(), nr);
-  amx::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), xr, m.y.data(), yr, want.data(), nr);
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "output " << i;
+  expect_tile_honours_strides(G::Q4_K, amx::tile_repack_gemm_q4_k, n, nr, nt, m.x, m.y);
+}
+
+// Q5_K and Q6_K prompt batches: "auto" runs them on AMX tiles where the CPU has them (same bits as the AVX-512
+// kernels).
+TEST(QuantAmx, AutoTakesTheQ5_KAndQ6_KTilesWhereAvailable) {
+  if (kernel_isa() != std::string("avx512-vnni")) GTEST_SKIP() << "the table is not at AVX-512 here: " << kernel_isa();
+  EXPECT_EQ(find_kernels(G::Q6_K)->vec_dot,
+            (DotKernel{avx512::vec_dot_q6_k, amx_available() ? amx::tile_q6_k : avx512::tile_q6_k}));
+  EXPECT_EQ(find_kernels(G::Q5_K)->vec_dot,
+            (DotKernel{avx512::vec_dot_q5_k, amx_available() ? amx::tile_q5_k : nullptr}));
+}
+
+// An AMX tile of a K-quant gives its AVX-512 dot product (ggml's 8 lanes, the order of the records) bit for bit for
+// every (row, token), and the AVX-512 tile it stands in for where there is one, over for_each_k_tile_case's cases.
+template <typename Matrices>
+void expect_k_tile_equals_vec_dot(G type, TileFn tile, VecDotFn dot, TileFn simd_tile) {
+  Rng rng;
+  const int cases = for_each_k_tile_case([&](int64_t n, int64_t nr, int64_t nt, int extremes) {
+    const Matrices m(n, nr, nt, rng, extremes);
+    const uint64_t x_row = row_bytes(type, n), y_row = row_bytes(G::Q8_K, n);
+    const int64_t ldo = nr + 3;
+    std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f), simd(nt * ldo, -7.0f);
+    tile(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, got.data(), ldo);
+    for (int64_t t = 0; t < nt; ++t)
+      for (int64_t r = 0; r < nr; ++r) dot(n, &want[t * ldo + r], m.x.data() + r * x_row, m.y.data() + t * y_row);
+    if (simd_tile) simd_tile(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, simd.data(), ldo);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << type_name(type) << " n=" << n << " nr=" << nr << " nt=" << nt << " extremes=" << extremes << " output "
+          << i << " (token " << i / ldo << ", row " << i % ldo << "): " << got[i] << " vs " << want[i];
+      if (simd_tile) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(simd[i])) << "avx512 tile output " << i;
+      }
+    }
+  });
+  EXPECT_EQ(cases, 3 * 10 * 3);
+}
+
+// Rows and tokens that are and are not multiples of the 16 of a tile; quants 0 and 63, scales 127 and -128,
+// activations 127 and -128.
+TEST(QuantAmx, TileQ6_KEqualsVecDotExactly) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  expect_k_tile_equals_vec_dot<Q6KMatrices>(G::Q6_K, amx::tile_q6_k, avx512::vec_dot_q6_k, avx512::tile_q6_k);
+}
+
+// The same for Q5_K: quants 0 and 31, scales and mins 63, activations 127 and -128.
+TEST(QuantAmx, TileQ5_KEqualsVecDotExactly) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  expect_k_tile_equals_vec_dot<Q5KMatrices>(G::Q5_K, amx::tile_q5_k, avx512::vec_dot_q5_k, nullptr);
+}
+
+TEST(QuantAmx, TileQ5_KHonoursStrides) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  constexpr int64_t n = 512, nr = 19, nt = 21;
+  const Q5KMatrices m(n, nr, nt, rng, 0);
+  expect_tile_honours_strides(G::Q5_K, amx::tile_q5_k, n, nr, nt, m.x, m.y);
+}
+
+TEST(QuantAmx, TileQ6_KHonoursStrides) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  constexpr int64_t n = 512, nr = 19, nt = 21;
+  const Q6KMatrices m(n, nr, nt, rng, 0);
+  expect_tile_honours_strides(G::Q6_K, amx::tile_q6_k, n, nr, nt, m.x, m.y);
 }
 
 // The scalar VDPBF16PS emulation against the instruction itself, where the CPU has it.

@@ -30,9 +30,10 @@ std::vector<Command>& commands();
 // loads.
 inline void add_kernel_isa_option(CLI::App& cmd, std::string& value, const std::string& what_records_it) {
   cmd.add_option("--kernel-isa", value,
-                 "Kernels' instruction set: auto (the CPU's best up to avx512, with AMX-INT8 tiles for Q4_K prompts "
-                 "where the CPU has them: the same results), amx (also AMX tiles for Q8_0 prompts, in llama.cpp's AMX "
-                 "float order; an error without them), avx512 (no AMX), avx2, scalar (the reference kernels); " +
+                 "Kernels' instruction set: auto (the CPU's best up to avx512, with AMX-INT8 tiles for Q4_K, Q5_K "
+                 "and Q6_K prompts where the CPU has them: the same results), amx (also AMX tiles for Q8_0 prompts, in "
+                 "llama.cpp's AMX float order; an error without them), avx512 (no AMX), avx2, scalar (the reference "
+                 "kernels); " +
                      what_records_it)
       ->check(CLI::IsMember({"auto", "amx", "avx512", "avx2", "scalar"}));
 }

@@ -21,6 +21,11 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
+// LDTILECFG of c. GCC 12's _tile_loadconfig tells the compiler the instruction reads 8 bytes (a pointer's worth),
+// so once inlined the stores of the tile shapes may be dropped as dead (then the first tile load is #UD); this
+// operand is all 64 bytes.
+inline void load_tile_config(const TileConfig& c) { __asm__ volatile("ldtilecfg %0" ::"m"(c)); }
+
 // Byte offsets of 16 rows `stride` bytes apart.
 inline __m512i row_offsets(uint64_t stride) {
   return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),

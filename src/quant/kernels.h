@@ -181,6 +181,8 @@ TT_FAST_KERNELS_DECL;
 namespace amx {
 TT_TILE_DECL(tile_q8_0);              // ref::amx_dot_q8_0 per (row, token)
 TT_TILE_DECL(tile_repack_gemm_q4_k);  // ref::repack_gemm_q4_k per (row, token)
+TT_TILE_DECL(tile_q5_k);              // avx512::vec_dot_q5_k per (row, token)
+TT_TILE_DECL(tile_q6_k);              // avx512::vec_dot_q6_k per (row, token)
 }  // namespace amx
 
 }  // namespace tt

@@ -32,7 +32,7 @@ void load_config() {
     c.rows[set + 1] = kTile, c.colsb[set + 1] = 32;           // A: tokens x one block's quants
     c.rows[set + 2] = kGroups, c.colsb[set + 2] = kTile * 4;  // B: 4-byte groups x weight rows
   }
-  _tile_loadconfig(&c);
+  load_tile_config(c);
 }
 
 // The weights of rows [0, nr) (nr <= 16) for blocks [b0, b0 + nb) as B tiles: bt[j][k][4r + i] = qs[4k + i] of row

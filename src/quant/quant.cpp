@@ -20,10 +20,10 @@ namespace {
 
 // Instruction sets, each including the ones before it. kAvx512Bf16 is kAvx512Vnni on a CPU that also has
 // VDPBF16PS, where llama.cpp computes BF16 with that instruction. On CPUs with AMX-INT8 tiles (Sapphire Rapids and
-// later), kAmxExact also runs the Q4_K prompt batches on tiles, in the AVX-512 kernels' order bit for bit (exact
-// integer dots), so "auto" takes it; kAmx adds tiles for Q8_0 prompt batches in the float order of llama.cpp's AMX
-// kernels. That order is not the one of the reference records (their llama.cpp did not take its AMX path: with it
-// the logits of the Q8_0 models depart from the records by up to 0.17), so kAmx is only chosen by name
+// later), kAmxExact also runs the Q4_K, Q5_K and Q6_K prompt batches on tiles, in the AVX-512 kernels' order bit for
+// bit (exact integer dots), so "auto" takes it; kAmx adds tiles for Q8_0 prompt batches in the float order of
+// llama.cpp's AMX kernels. That order is not the one of the reference records (their llama.cpp did not take its AMX
+// path: with it the logits of the Q8_0 models depart from the records by up to 0.17), so kAmx is only chosen by name
 // (`--kernel-isa amx`), never by "auto".
 enum class Isa { kScalar, kAvx2, kAvx512Vnni, kAvx512Bf16, kAmxExact, kAmx };
 constexpr int kIsaCount = 6;
@@ -80,8 +80,8 @@ struct Entry {
 };
 
 // A kernel's functions in the scalar reference, AVX2 and AVX-512 namespaces (the same name in each), or in the
-// two SIMD ones. AVX-512 + BF16 and AMX run the AVX-512 kernels (only the BF16, Q4_K and Q8_0 entries tell them
-// apart).
+// two SIMD ones. AVX-512 + BF16 and AMX run the AVX-512 kernels (only the BF16, Q4_K, Q5_K, Q6_K and Q8_0 entries tell
+// them apart).
 #define TT_EACH_ISA(name) ref::name, avx2::name, avx512::name
 #define TT_SIMD(name) avx2::name, avx512::name
 
@@ -111,10 +111,10 @@ PerIsa<std::optional<BatchedKernels>> repacked(const PerIsa<DotKernel>& gemv, co
   return out;
 }
 
-// The Q4_K gemm on AMX tiles where the CPU has them (kAmxExact and up): the same outputs bit for bit.
-PerIsa<DotKernel> q4_k_gemm_amx(PerIsa<DotKernel> gemm) {
-  for (Isa i : {Isa::kAmxExact, Isa::kAmx}) gemm[static_cast<int>(i)].tile = amx::tile_repack_gemm_q4_k;
-  return gemm;
+// A tile kernel on AMX where the CPU has them (kAmxExact and up): the same outputs bit for bit.
+PerIsa<DotKernel> amx_tile(PerIsa<DotKernel> kernels, TileFn tile) {
+  for (Isa i : {Isa::kAmxExact, Isa::kAmx}) kernels[static_cast<int>(i)].tile = tile;
+  return kernels;
 }
 
 // BF16 batches through tinyBLAS where the CPU has VDPBF16PS (K in whole 32-element steps, N in groups of 4).
@@ -252,7 +252,8 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_q4_k,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q4_k)),
        .batched = repacked(each_isa(TT_EACH_ISA(repack_gemv_q4_k), TT_SIMD(tile_repack_gemv_q4_k)),
-                           q4_k_gemm_amx(each_isa(TT_EACH_ISA(repack_gemm_q4_k), TT_SIMD(tile_repack_gemm_q4_k))))},
+                           amx_tile(each_isa(TT_EACH_ISA(repack_gemm_q4_k), TT_SIMD(tile_repack_gemm_q4_k)),
+                                    amx::tile_repack_gemm_q4_k))},
       {.type = G::Q5_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,
@@ -260,7 +261,7 @@ const std::array<Entry, kTypes>& entries() {
        .dequantize_row = ref::dequantize_q5_k,
        .quantize_row = ref::quantize_q5_k,
        .vec_dot_ref = ref::vec_dot_q5_k,
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q5_k))},
+       .vec_dot = amx_tile(each_isa(TT_EACH_ISA(vec_dot_q5_k)), amx::tile_q5_k)},
       {.type = G::Q6_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,
@@ -268,7 +269,7 @@ const std::array<Entry, kTypes>& entries() {
        .dequantize_row = ref::dequantize_q6_k,
        .quantize_row = ref::quantize_q6_k,
        .vec_dot_ref = ref::vec_dot_q6_k,
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q6_k), TT_SIMD(tile_q6_k))},
+       .vec_dot = amx_tile(each_isa(TT_EACH_ISA(vec_dot_q6_k), TT_SIMD(tile_q6_k)), amx::tile_q6_k)},
       // The bytes of the reference, which ggml's x86 backend uses.
       {.type = G::Q8_K,
        .vec_dot_type = G::Q8_K,

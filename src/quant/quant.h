@@ -103,17 +103,17 @@ const char* llamacpp_build_name(LlamaCppBuild b);  // "intel-avx512fp16" or "amd
 // (asked once per process).
 bool amx_available();
 
-// Which instruction-set path the kernels use on this CPU: "amx" (AVX-512 VNNI, and AMX-INT8 tiles for Q4_K and
-// Q8_0 prompt batches), "avx512-vnni" (the AVX-512 kernels' results, with or without the Q4_K tiles that give them
-// bit for bit), "avx2" or "scalar".
+// Which instruction-set path the kernels use on this CPU: "amx" (AVX-512 VNNI, and AMX-INT8 tiles for Q4_K,
+// Q5_K, Q6_K and Q8_0 prompt batches), "avx512-vnni" (the AVX-512 kernels' results, with or without the K-quant
+// tiles that give them bit for bit), "avx2" or "scalar".
 const char* kernel_isa();
 
 // Caps the kernels' instruction set for this process ("auto": the CPU's best up to AVX-512 VNNI (+BF16), the
-// reference records' float order, with AMX-INT8 tiles for Q4_K prompt batches where the CPU has them (same bits);
-// "avx512": the same without AMX; "amx": also AMX-INT8 tiles for Q8_0 prompt batches in llama.cpp's AMX order, an
-// Error where the CPU or OS has none; "avx2"; "scalar": the references),
-// for comparing paths (`run`/`bench --kernel-isa`); never raises it above what the CPU has. Only before the first
-// kernel lookup (the table is resolved once); later, an Error unless it changes nothing. Unknown names: an Error.
+// reference records' float order, with AMX-INT8 tiles for Q4_K, Q5_K and Q6_K prompt batches where the CPU has them
+// (same bits); "avx512": the same without AMX; "amx": also AMX-INT8 tiles for Q8_0 prompt batches in llama.cpp's AMX
+// order, an Error where the CPU or OS has none; "avx2"; "scalar": the references), for comparing paths (`run`/`bench
+// --kernel-isa`); never raises it above what the CPU has. Only before the first kernel lookup (the table is resolved
+// once); later, an Error unless it changes nothing. Unknown names: an Error.
 void limit_kernel_isa(std::string_view name);
 
 // The batched kernels of k for a weight of K columns and N rows in `build`'s order, or null when every token takes
