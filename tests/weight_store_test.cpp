@@ -50,8 +50,12 @@ std::vector<std::vector<float>> greedy_logits(const Model& model, WeightStore* s
   return out;
 }
 
+// With prefetch, `prefetch_reads` says whether the prefetcher must have read units ahead of demand and had them hit:
+// on stories260K, whose layers compute in microseconds, whether its thread wins any unit from demand is a race
+// (it loses most runs on 2 vCPUs); TinyLLama-v0's layers give it time.
 void expect_same_logits(const std::string& path, const std::string& budget, cache::Policy policy,
-                        WeightStoreOptions::Prefetch prefetch = WeightStoreOptions::Prefetch::NONE) {
+                        WeightStoreOptions::Prefetch prefetch = WeightStoreOptions::Prefetch::NONE,
+                        bool prefetch_reads = true) {
   const auto plain = greedy_logits(*load_model(path), nullptr, 6);
   auto model = load_model(path);
   WeightStore store(*model, opts(budget, policy, prefetch));
@@ -63,7 +67,7 @@ void expect_same_logits(const std::string& path, const std::string& budget, cach
     EXPECT_EQ(std::memcmp(plain[s].data(), budgeted[s].data(), plain[s].size() * sizeof(float)), 0)
         << path << " step " << s << " under " << cache::policy_name(policy) << " " << budget;
   EXPECT_GT(store.totals().misses + store.totals().prefetches, 0u) << path;
-  if (prefetch != WeightStoreOptions::Prefetch::NONE) {
+  if (prefetch != WeightStoreOptions::Prefetch::NONE && prefetch_reads) {
     EXPECT_GT(store.totals().prefetches, 0u) << path;
     EXPECT_GT(store.totals().prefetch_hits, 0u) << path;
   }
@@ -152,7 +156,7 @@ TEST(WeightStore, PrefetchKeepsDenseLogitsBitIdentical) {
   for (cache::Policy p : {cache::Policy::LRU, cache::Policy::LEAST_STALE})
     for (const char* budget : {"50%", "100%"})
       expect_same_logits(test::repo_path("models/stories260K.gguf"), budget, p,
-                         WeightStoreOptions::Prefetch::NEXT_LAYER);
+                         WeightStoreOptions::Prefetch::NEXT_LAYER, false);
   expect_same_logits(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"), "60%", cache::Policy::LRU,
                      WeightStoreOptions::Prefetch::NEXT_LAYER);
 }
