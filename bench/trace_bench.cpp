@@ -138,7 +138,7 @@ void BM_TracerStep(benchmark::State& state) {
       (std::filesystem::temp_directory_path() / ("tt-bench-tracer-" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(dir_path);
   RunDirWriter dir(dir_path);  // removed when it goes out of scope (never committed)
-  Tracer tracer(dir, *model, TraceOptions{}, engine.pool().size(), now_ns());
+  Tracer tracer(dir, *model, TraceOptions{}, engine.pool(), now_ns());
   std::vector<int32_t> token = {1};
   int32_t step = 0;
   // One traced step; returns the tracer's time in it.

@@ -124,7 +124,7 @@ HandRun trace_by_hand(const std::string& dir, int steps, bool caller, std::chron
   Engine engine(*model, {64, 2, GgmlType::F16});
   HandRun run;
   RunDirWriter run_dir(dir);
-  Tracer tracer(run_dir, *model, TraceOptions{}, engine.pool().size(), now_ns());
+  Tracer tracer(run_dir, *model, TraceOptions{}, engine.pool(), now_ns());
   std::vector<float> caller_logits;
   std::vector<int32_t> token = {1};
   for (int32_t step = 0; step < steps; ++step) {

@@ -78,7 +78,7 @@ Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool 
                                  .string();
     std::filesystem::remove_all(path);
     dir = std::make_unique<RunDirWriter>(path);  // removed again when it goes out of scope (never committed)
-    tracer = std::make_unique<Tracer>(*dir, model, TraceOptions{}, engine.pool().size(), now_ns());
+    tracer = std::make_unique<Tracer>(*dir, model, TraceOptions{}, engine.pool(), now_ns());
   }
   const double round_trip = engine.pool().round_trip_ns(kRoundTrips);
   GenerateResult r = generate(engine, go, tracer.get(), nullptr);

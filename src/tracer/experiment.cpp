@@ -230,7 +230,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
     }
   }
   if (dir) {
-    tracer = std::make_unique<Tracer>(*dir, *model, o.trace_options, engine.pool().size(), t0);
+    tracer = std::make_unique<Tracer>(*dir, *model, o.trace_options, engine.pool(), t0);
     if (prefetcher) tracer->set_prefetcher(prefetcher.get());
     if (store) tracer->set_weight_store(*store);
     for (int il = 0; il < model->config.n_layer; ++il) {

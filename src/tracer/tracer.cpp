@@ -8,15 +8,16 @@ nlohmann::json TraceOptions::to_json() const {
   return {{"values", values}, {"check_finite", check_finite}, {"logit_top_k", logit_top_k}, {"io", io}};
 }
 
-Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int n_threads, uint64_t run_start_ns)
+Tracer::Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, ThreadPool& pool, uint64_t run_start_ns)
     : t0_(run_start_ns),
+      pool_(pool),
       writer_(dir.path("trace.bin")),
       catalog_(dir, writer_),
-      op_records_(writer_, n_threads, run_start_ns),
+      op_records_(writer_, pool.size(), run_start_ns),
       step_lines_(dir, *model.tokenizer, options.logit_top_k, run_start_ns),
       timeline_(dir, writer_, run_start_ns),
       values_(options.values, options.check_finite),
-      io_(options.io ? std::make_unique<IoProbe>(model.file->bytes().data(), n_threads) : nullptr) {
+      io_(options.io ? std::make_unique<IoProbe>(model.file->bytes().data(), pool.size()) : nullptr) {
   ticks0_ = tick_count(), ns0_ = now_ns();
 }
 
@@ -60,11 +61,20 @@ void Tracer::on_worker_end(int thread, int node) {
 void Tracer::on_step_end(const StepOutcome& o) {
   SelfTimer timer{*this};
   const uint64_t now = now_ns();
-  op_records_.on_step_end(o, values_, io_.get(), now);
-  timeline_.on_step_end(static_cast<uint32_t>(o.step), *entry_, step_start_, op_records_.thread0_ns(), now);
   std::optional<WeightStepTotals> weights;
-  if (weight_loads_) weights = weight_loads_->step_end(writer_, static_cast<uint32_t>(o.step));
-  step_lines_.on_step_end(o, entry_->id, graph_->nodes().size(), now, weights ? &*weights : nullptr);
+  if (weight_loads_) weights = weight_loads_->take_step();
+  // The step's records and its steps.jsonl line (the logit landscape, most of the line's time) share nothing: the
+  // line goes to the pool's second thread, which idles between steps (docs/performance.md, "Tracing overhead").
+  const int line_thread = pool_.size() > 1 ? 1 : 0;
+  pool_.run([&](int ith) {
+    if (ith == 0) {
+      op_records_.on_step_end(o, values_, io_.get(), now);
+      timeline_.on_step_end(static_cast<uint32_t>(o.step), *entry_, step_start_, op_records_.thread0_ns(), now);
+      if (weight_loads_) weight_loads_->write(writer_, static_cast<uint32_t>(o.step));
+    }
+    if (ith == line_thread)
+      step_lines_.on_step_end(o, entry_->id, graph_->nodes().size(), now, weights ? &*weights : nullptr);
+  });
   values_.check();
 }
 

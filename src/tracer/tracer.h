@@ -13,6 +13,7 @@
 #include <string>
 
 #include "exec/executor.h"
+#include "exec/thread_pool.h"
 #include "model/generate.h"
 #include "trace/run_dir.h"
 #include "trace/trace_file.h"
@@ -38,8 +39,8 @@ struct TraceOptions {
 
 class Tracer : public GenerateObserver {
  public:
-  // n_threads: the engine's compute threads.
-  Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, int n_threads, uint64_t run_start_ns);
+  // pool: the engine's compute threads, which the tracer's step-end work also runs on.
+  Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, ThreadPool& pool, uint64_t run_start_ns);
 
   void on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t pos_end) override;
   void on_graph_ready(const Graph& g, const AllocPlan& plan) override;
@@ -69,6 +70,7 @@ class Tracer : public GenerateObserver {
 
  private:
   uint64_t t0_;
+  ThreadPool& pool_;
   trace::TraceWriter writer_;  // trace.bin, whose string table the catalog and the timeline share
   GraphCatalog catalog_;
   OpRecords op_records_;

@@ -11,9 +11,29 @@ void WeightStepTotals::write(JsonLine& j) const {
       .field("weight_prefetch_hits", prefetch_hits);
 }
 
-WeightStepTotals WeightLoadRecorder::step_end(trace::TraceWriter& writer, uint32_t step) {
+WeightStepTotals WeightLoadRecorder::take_step() {
   store_.take_accesses(accesses_);
   WeightStepTotals totals;
+  for (const WeightAccess& a : accesses_) {
+    const uint64_t bytes = store_.units()[a.unit].bytes;
+    if (a.prefetch) {
+      ++totals.prefetches;
+      totals.bytes_read += bytes;
+      continue;
+    }
+    totals.stall_ns += a.wait_ns;
+    if (a.hit) {
+      ++totals.hits;
+      totals.prefetch_hits += a.prefetch_hit;
+    } else {
+      ++totals.misses;
+      totals.bytes_read += bytes;
+    }
+  }
+  return totals;
+}
+
+void WeightLoadRecorder::write(trace::TraceWriter& writer, uint32_t step) const {
   trace::WeightLoadRecord r;
   r.step = step;
   for (const WeightAccess& a : accesses_) {
@@ -29,21 +49,7 @@ WeightStepTotals WeightLoadRecorder::step_end(trace::TraceWriter& writer, uint32
     r.hit = a.hit;
     r.prefetch = a.prefetch;
     writer.weight_load(r, writer.intern(r.tensor));
-    if (a.prefetch) {
-      ++totals.prefetches;
-      totals.bytes_read += u.bytes;
-      continue;
-    }
-    totals.stall_ns += a.wait_ns;
-    if (a.hit) {
-      ++totals.hits;
-      totals.prefetch_hits += a.prefetch_hit;
-    } else {
-      ++totals.misses;
-      totals.bytes_read += u.bytes;
-    }
   }
-  return totals;
 }
 
 }  // namespace tt

@@ -22,8 +22,10 @@ class WeightLoadRecorder {
  public:
   // Asks the store to keep its accesses; t0_ns: the run's start (records are relative to it).
   WeightLoadRecorder(WeightStore& store, uint64_t t0_ns) : store_(store), t0_(t0_ns) { store.keep_accesses(); }
-  // On thread 0 at a step's end: writes the step's records and returns its totals.
-  WeightStepTotals step_end(trace::TraceWriter& writer, uint32_t step);
+  // At a step's end: takes the step's accesses from the store and returns their totals.
+  WeightStepTotals take_step();
+  // Writes the accesses take_step() took as WEIGHT_LOAD records of `step`.
+  void write(trace::TraceWriter& writer, uint32_t step) const;
 
  private:
   WeightStore& store_;
