@@ -1111,6 +1111,55 @@ TEST(QuantVecDot, Bf16EmulationMatchesVdpbf16ps) {
   }
 }
 
+// The VDPBF16PS kernels against their scalar emulations, bit for bit: ggml_vec_dot_bf16 (any n: 64-element steps and a
+// tail), tinyBLAS's dot and its tiles (ragged rows and tokens, strided rows, every block shape up to 4 x 4).
+TEST(QuantVecDot, Bf16KernelsEqualTheirEmulationsExactly) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  Rng rng;
+  auto values = [&](int64_t n, bool activations) {
+    std::vector<uint16_t> v(n);
+    for (uint16_t& h : v)
+      h = activations
+              ? fp32_to_bf16(rng.integer(0, 9) == 0 ? 0x1p-130f : std::ldexp(rng.normal(), rng.integer(-20, 20)))
+              : fp32_to_bf16(std::ldexp(rng.normal(), rng.integer(-135, 40)));
+    return v;
+  };
+  for (int64_t n : {1, 31, 32, 64, 65, 96, 127, 448, 2048}) {
+    const auto x = values(n, false), y = values(n, true);
+    float got = 0, want = 0;
+    avx512bf16::vec_dot_bf16(n, &got, x.data(), y.data());
+    ref::vec_dot_bf16_avx512bf16(n, &want, x.data(), y.data());
+    ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "vec_dot n=" << n;
+    if (n % 32 != 0) continue;
+    avx512bf16::dot_bf16_tinyblas(n, &got, x.data(), y.data());
+    ref::dot_bf16_tinyblas(n, &want, x.data(), y.data());
+    ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "tinyBLAS n=" << n;
+  }
+  for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1}, {4, 4}, {5, 3}, {7, 9}, {16, 6}, {13, 11}}) {
+    const int64_t n = 160, pad = 3;  // rows of n + pad values: strides other than the row length
+    const uint64_t row = (n + pad) * sizeof(uint16_t);
+    std::vector<uint16_t> x, y;
+    for (int64_t r = 0; r < nr; ++r) {
+      const auto v = values(n + pad, false);
+      x.insert(x.end(), v.begin(), v.end());
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto v = values(n + pad, true);
+      y.insert(y.end(), v.begin(), v.end());
+    }
+    const int64_t ldo = nr + 2;
+    std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
+    avx512bf16::tile_bf16_tinyblas(n, nr, nt, x.data(), row, y.data(), row, got.data(), ldo);
+    for (int64_t t = 0; t < nt; ++t)
+      for (int64_t r = 0; r < nr; ++r)
+        ref::dot_bf16_tinyblas(n, &want[t * ldo + r], x.data() + r * (n + pad), y.data() + t * (n + pad));
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << "tile " << nr << "x" << nt << " output " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
 TEST(QuantVecDot, RowsHelperMatchesSingleDots) {
   Rng rng;
   for (G t : {G::Q4_K, G::Q6_K, G::Q8_0, G::Q4_0, G::F32}) {

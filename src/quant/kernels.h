@@ -176,6 +176,13 @@ TT_FAST_KERNELS_DECL;
 namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
 TT_FAST_KERNELS_DECL;
 }
+// VDPBF16PS (files *_avx512bf16.cpp, compiled for AVX-512 + BF16): llama.cpp's BF16 orders on the instruction it
+// ran them with. Only called where the CPU has AVX512-BF16.
+namespace avx512bf16 {
+TT_VEC_DOT_DECL(vec_dot_bf16);       // ref::vec_dot_bf16_avx512bf16
+TT_VEC_DOT_DECL(dot_bf16_tinyblas);  // ref::dot_bf16_tinyblas
+TT_TILE_DECL(tile_bf16_tinyblas);    // ref::dot_bf16_tinyblas per (row, token)
+}  // namespace avx512bf16
 // AMX-INT8 tiles (files *_amx.cpp, compiled for AVX-512 + AMX). Only called where amx_available() (quant.h);
 // each kernel loads its own tile configuration.
 namespace amx {

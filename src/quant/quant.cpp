@@ -120,7 +120,8 @@ PerIsa<DotKernel> amx_tile(PerIsa<DotKernel> kernels, TileFn tile) {
 // BF16 batches through tinyBLAS where the CPU has VDPBF16PS (K in whole 32-element steps, N in groups of 4).
 BatchedKernels bf16_tinyblas() {
   return {BatchedKernels::Grouping::kWholeBatch, [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; },
-          DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::dot_bf16_tinyblas}};
+          DotKernel{avx512bf16::vec_dot_bf16},
+          DotKernel{avx512bf16::dot_bf16_tinyblas, avx512bf16::tile_bf16_tinyblas}};
 }
 
 // Q8_0 batches (M > 1) through AMX tiles in llama.cpp's AMX order; single tokens keep vec_dot.
@@ -168,8 +169,8 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_bf16,
        .quantize_activations = each_isa(ref::quantize_bf16, ref::quantize_bf16, ref::quantize_bf16),
        .vec_dot = {DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16},
-                   DotKernel{ref::vec_dot_bf16_avx512bf16}, DotKernel{ref::vec_dot_bf16_avx512bf16},
-                   DotKernel{ref::vec_dot_bf16_avx512bf16}},
+                   DotKernel{avx512bf16::vec_dot_bf16}, DotKernel{avx512bf16::vec_dot_bf16},
+                   DotKernel{avx512bf16::vec_dot_bf16}},
        .batched = {std::nullopt, std::nullopt, std::nullopt, bf16_tinyblas(), bf16_tinyblas(), bf16_tinyblas()}},
       {.type = G::Q4_0,
        .vec_dot_type = G::Q8_0,
