@@ -440,6 +440,41 @@ TEST(QuantVecDot, FastRepackKernelsEqualReferenceExactly) {
   }
 }
 
+// Q2_K's repack orders (llama.cpp repacks Q2_K with AVX-512 only): the AVX-512 kernels' integer sums in vectors,
+// float steps as the reference, bit for bit; random rows and the extremes (every quant 3 and every scale and min 15
+// against activations of 127 and -128).
+TEST(QuantVecDot, Q2KRepackKernelsEqualReferenceExactly) {
+  Rng rng;
+  if (!cpu_sets().avx512) GTEST_SKIP() << "no AVX-512";
+  const struct {
+    VecDotFn ref, fast;
+    const char* name;
+  } kernels[] = {{ref::repack_gemv_q2_k, avx512::repack_gemv_q2_k, "gemv"},
+                 {ref::repack_gemm_q2_k, avx512::repack_gemm_q2_k, "gemm"}};
+  for (int64_t n : {256, 768, 2048})
+    for (int rep = 0; rep < 6; ++rep) {
+      auto x = random_weights(G::Q2_K, n, rng, false);
+      auto y = random_activations(G::Q8_K, n, rng, false);
+      if (rep >= 4) {  // the extremes
+        auto* xb = reinterpret_cast<BlockQ2_K*>(x.data());
+        auto* yb = reinterpret_cast<BlockQ8_K*>(y.data());
+        for (int64_t i = 0; i < n / kQK_K; ++i) {
+          std::fill(std::begin(xb[i].scales), std::end(xb[i].scales), 0xFF);
+          std::fill(std::begin(xb[i].qs), std::end(xb[i].qs), 0xFF);
+          for (int j = 0; j < kQK_K; ++j) yb[i].qs[j] = rep == 4 ? 127 : -128;
+          for (int g = 0; g < kQK_K / 16; ++g) yb[i].bsums[g] = static_cast<int16_t>(16 * yb[i].qs[0]);
+        }
+      }
+      for (const auto& k : kernels) {
+        float want = 0, got = 0;
+        k.ref(n, &want, x.data(), y.data());
+        k.fast(n, &got, x.data(), y.data());
+        EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+            << "Q2_K " << k.name << " n=" << n << " rep " << rep << ": " << got << " vs " << want;
+      }
+    }
+}
+
 // The AVX-512 kernels that use 512-bit registers (Q6_K: both halves at once) keep ggml's AVX2 lane values, so
 // they equal the AVX2 build bit for bit.
 TEST(QuantVecDot, Avx512EqualsAvx2Exactly) {
