@@ -35,9 +35,10 @@ for test in pp8 tg8; do
   ratios=$(sed -En "s/^- ${test}: traced\/untraced ([0-9.]+) ± [0-9.]+ \(median ([0-9.]+)\).*/\1 \2/p" "$scratch/out")
   [ "${ratios% *}" = "${ratios#* }" ] || fail "$test: the median of two ratios is not their mean: $ratios"
   # The median's interval (order statistics): two pairs hold it at 50%, too few for a verdict on tracing's bound,
-  # which only generation gets: on stories260K (steps under 1 ms) at most 15 us added a step.
+  # which only generation gets: at most 15 us added a step where an untraced step takes under 1 ms (stories260K on
+  # an idle machine), else within 3% (the same steps on a busy one).
   verdict=""
-  [ "$test" = tg8 ] && verdict="; an untraced step takes under 1000 us: at most 15 us added a step \(median -?[0-9]+\.[0-9], interval -?[0-9]+\.[0-9]--?[0-9]+\.[0-9]\): undecided \(2 pairs are too few for a 95% interval\)"
+  [ "$test" = tg8 ] && verdict="; an untraced step takes (under 1000 us: at most 15 us added a step \(median -?[0-9]+\.[0-9], interval -?[0-9]+\.[0-9]--?[0-9]+\.[0-9]\)|1000 us or more: within 3% of untraced): undecided \(2 pairs are too few for a 95% interval\)"
   grep -Eq "^- ${test}: median ratio [0-9]+\.[0-9]{3}, 50\.0% interval [0-9]+\.[0-9]{3}-[0-9]+\.[0-9]{3} \(order statistics of the 2 pairs\)${verdict}$" \
     "$scratch/out" || fail "no median interval line for $test"
   # The pairs grouped by the threads' round trip before each run: every pair in one group or among the mixed ones.
