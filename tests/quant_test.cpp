@@ -898,24 +898,32 @@ std::vector<uint8_t> q8_k_activations(int64_t n, int64_t nt, Rng& rng, int extre
   return y;
 }
 
+// nr random rows of n `type` weights; with `extremes`, alternate super-blocks of every row (b + r odd) get
+// patch(block, high): the type's stored extremes, all high ones or all low ones where `high` says.
+template <typename Block, typename Patch>
+std::vector<uint8_t> k_quant_rows(G type, int64_t n, int64_t nr, Rng& rng, int extremes, Patch patch) {
+  std::vector<uint8_t> x;
+  for (int64_t r = 0; r < nr; ++r) {
+    auto row = random_weights(type, n, rng, false);
+    if (extremes)
+      for (int64_t b = 0; b < n / kQK_K; ++b)
+        if ((b + r) % 2) patch(reinterpret_cast<Block*>(row.data())[b], (b + r) % 4 == 1);
+    x.insert(x.end(), row.begin(), row.end());
+  }
+  return x;
+}
+
 // A Q4_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
 // every row have all nibbles 15 and all 6-bit scales and mins 63, and the activations are q8_k_activations'.
 struct Q4KMatrices {
   std::vector<uint8_t> x, y;
-  Q4KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
-    for (int64_t r = 0; r < nr; ++r) {
-      auto row = random_weights(G::Q4_K, n, rng, false);
-      if (extremes)
-        for (int64_t b = 0; b < n / kQK_K; ++b)
-          if ((b + r) % 2) {
-            BlockQ4_K& blk = reinterpret_cast<BlockQ4_K*>(row.data())[b];
-            std::memset(blk.qs, 0xFF, sizeof(blk.qs));
-            std::memset(blk.scales, 0xFF, sizeof(blk.scales));
-          }
-      x.insert(x.end(), row.begin(), row.end());
-    }
-    y = q8_k_activations(n, nt, rng, extremes);
-  }
+  Q4KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
+      : x(k_quant_rows<BlockQ4_K>(G::Q4_K, n, nr, rng, extremes,
+                                  [](BlockQ4_K& blk, bool) {
+                                    std::memset(blk.qs, 0xFF, sizeof(blk.qs));
+                                    std::memset(blk.scales, 0xFF, sizeof(blk.scales));
+                                  })),
+        y(q8_k_activations(n, nt, rng, extremes)) {}
 };
 
 // A Q6_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
@@ -923,22 +931,15 @@ struct Q4KMatrices {
 // and the activations are q8_k_activations'.
 struct Q6KMatrices {
   std::vector<uint8_t> x, y;
-  Q6KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
-    for (int64_t r = 0; r < nr; ++r) {
-      auto row = random_weights(G::Q6_K, n, rng, false);
-      if (extremes)
-        for (int64_t b = 0; b < n / kQK_K; ++b)
-          if ((b + r) % 2) {
-            BlockQ6_K& blk = reinterpret_cast<BlockQ6_K*>(row.data())[b];
-            const int quants = (b + r) % 4 == 1 ? 0xFF : 0x00;
-            std::memset(blk.ql, quants, sizeof(blk.ql));
-            std::memset(blk.qh, quants, sizeof(blk.qh));
-            std::fill(std::begin(blk.scales), std::end(blk.scales), static_cast<int8_t>(extremes > 1 ? -128 : 127));
-          }
-      x.insert(x.end(), row.begin(), row.end());
-    }
-    y = q8_k_activations(n, nt, rng, extremes);
-  }
+  Q6KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
+      : x(k_quant_rows<BlockQ6_K>(G::Q6_K, n, nr, rng, extremes,
+                                  [&](BlockQ6_K& blk, bool high) {
+                                    std::memset(blk.ql, high ? 0xFF : 0x00, sizeof(blk.ql));
+                                    std::memset(blk.qh, high ? 0xFF : 0x00, sizeof(blk.qh));
+                                    std::fill(std::begin(blk.scales), std::end(blk.scales),
+                                              static_cast<int8_t>(extremes > 1 ? -128 : 127));
+                                  })),
+        y(q8_k_activations(n, nt, rng, extremes)) {}
 };
 
 // A Q5_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
@@ -946,22 +947,14 @@ struct Q6KMatrices {
 // q8_k_activations'.
 struct Q5KMatrices {
   std::vector<uint8_t> x, y;
-  Q5KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
-    for (int64_t r = 0; r < nr; ++r) {
-      auto row = random_weights(G::Q5_K, n, rng, false);
-      if (extremes)
-        for (int64_t b = 0; b < n / kQK_K; ++b)
-          if ((b + r) % 2) {
-            BlockQ5_K& blk = reinterpret_cast<BlockQ5_K*>(row.data())[b];
-            const int quants = (b + r) % 4 == 1 ? 0xFF : 0x00;
-            std::memset(blk.qs, quants, sizeof(blk.qs));
-            std::memset(blk.qh, quants, sizeof(blk.qh));
-            std::memset(blk.scales, 0xFF, sizeof(blk.scales));
-          }
-      x.insert(x.end(), row.begin(), row.end());
-    }
-    y = q8_k_activations(n, nt, rng, extremes);
-  }
+  Q5KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
+      : x(k_quant_rows<BlockQ5_K>(G::Q5_K, n, nr, rng, extremes,
+                                  [](BlockQ5_K& blk, bool high) {
+                                    std::memset(blk.qs, high ? 0xFF : 0x00, sizeof(blk.qs));
+                                    std::memset(blk.qh, high ? 0xFF : 0x00, sizeof(blk.qh));
+                                    std::memset(blk.scales, 0xFF, sizeof(blk.scales));
+                                  })),
+        y(q8_k_activations(n, nt, rng, extremes)) {}
 };
 
 // The cases of the K-quant AMX tile tests: lengths of 1, 3 and 8 super-blocks; rows and tokens that are and are
