@@ -637,7 +637,7 @@ TEST(QuantAttention, AttendF16EqualsReference) {
 TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
   Rng rng;
   int tiles_seen = 0;
-  for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q6_K, G::Q8_0}) {
+  for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q6_K, G::Q8_0, G::Q4_1, G::Q5_1}) {
     const QuantKernels* k = find_kernels(type);
     for (int64_t n : {256, 768, 2048}) {
       const BatchedKernels* batched = k->batched_for(n, 64);
