@@ -334,18 +334,8 @@ int bench(BenchArgs a) {
         verdict = fmt::format("undecided ({} pairs are too few for a {:.0f}% interval)", a.reps, 100 * kConfidence);
       else if (long_steps)
         verdict = analysis::verdict_name(analysis::compare_median(interval, kTracingTarget));
-      else  // fewer added microseconds is better: below the bound is met
-        switch (analysis::compare_median(added_interval, kMaxAddedUs)) {
-          case analysis::Verdict::kBelow:
-            verdict = "met";
-            break;
-          case analysis::Verdict::kAbove:
-            verdict = "not met";
-            break;
-          case analysis::Verdict::kUndecided:
-            verdict = "undecided";
-            break;
-        }
+      else  // fewer added microseconds is better
+        verdict = analysis::verdict_name(analysis::compare_median(added_interval, kMaxAddedUs), true);
       const std::string rule =
           prompt_test  ? ""
           : long_steps ? fmt::format("; an untraced step takes {:.0f} us or more: within {:.0f}% of untraced: {}",

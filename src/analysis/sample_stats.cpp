@@ -50,12 +50,12 @@ Verdict compare_median(const MedianInterval& interval, double threshold) {
   return Verdict::kUndecided;
 }
 
-const char* verdict_name(Verdict v) {
+const char* verdict_name(Verdict v, bool below_is_met) {
   switch (v) {
     case Verdict::kAbove:
-      return "met";
+      return below_is_met ? "not met" : "met";
     case Verdict::kBelow:
-      return "not met";
+      return below_is_met ? "met" : "not met";
     case Verdict::kUndecided:
       return "undecided";
   }

@@ -28,6 +28,7 @@ MedianInterval median_interval(std::span<const double> values, double confidence
 // whole interval below), or undecided (the interval straddles it: more repetitions, or a quieter machine).
 enum class Verdict { kAbove, kBelow, kUndecided };
 Verdict compare_median(const MedianInterval& interval, double threshold);
-const char* verdict_name(Verdict v);  // "met" (kAbove), "not met" (kBelow), "undecided"
+// "met", "not met" or "undecided" for a target the median must be above (or, with below_is_met, below).
+const char* verdict_name(Verdict v, bool below_is_met = false);
 
 }  // namespace tt::analysis

@@ -55,6 +55,19 @@ void load_config() {
   load_tile_config(c);
 }
 
+// The 6-bit scales and mins (get_scale_min_k4: Q4_K's and Q5_K's layout) of one super-block of rows [0, nr), rows
+// x_row bytes apart from b0: s[j][r], m[j][r] for sub-block j; 0 for the rows past nr.
+template <typename Block>
+void scales_mins_k4(const uint8_t* b0, uint64_t x_row, int64_t nr, int32_t (&s)[kSub][kTile],
+                    int32_t (&m)[kSub][kTile]) {
+  for (int j = 0; j < kSub; ++j)
+    for (int64_t r = 0; r < kTile; ++r) {
+      uint8_t sj = 0, mj = 0;
+      if (r < nr) get_scale_min_k4(j, reinterpret_cast<const Block*>(b0 + r * x_row)->scales, &sj, &mj);
+      s[j][r] = sj, m[j][r] = mj;
+    }
+}
+
 // One Q4_K super-block of rows [0, nr) (nr <= 16), lane r = row r (zero beyond nr).
 struct Q4KRows16 {
   static constexpr int kAcc = 2;  // per token: acc, acc_min
@@ -74,13 +87,8 @@ struct Q4KRows16 {
         _mm512_store_si512(bt[2 * g][k], _mm512_and_si512(q, low4));
         _mm512_store_si512(bt[2 * g + 1][k], _mm512_and_si512(_mm512_srli_epi16(q, 4), low4));
       }
-    alignas(64) int32_t s[kSub][kTile] = {}, m[kSub][kTile] = {};
-    for (int64_t r = 0; r < nr; ++r)
-      for (int j = 0; j < kSub; ++j) {
-        uint8_t sj, mj;
-        get_scale_min_k4(j, reinterpret_cast<const BlockQ4_K*>(b0 + r * x_row)->scales, &sj, &mj);
-        s[j][r] = sj, m[j][r] = mj;
-      }
+    alignas(64) int32_t s[kSub][kTile], m[kSub][kTile];
+    scales_mins_k4<BlockQ4_K>(b0, x_row, nr, s, m);
     for (int j = 0; j < kSub; ++j) sc[j] = _mm512_load_si512(s[j]), mn[j] = _mm512_load_si512(m[j]);
     d = gather_halves(b0 + offsetof(BlockQ4_K, d), offsets, nr);
     dmin = gather_halves(b0 + offsetof(BlockQ4_K, dmin), offsets, nr);
@@ -323,13 +331,8 @@ struct Q5KRows16 : LaneTiles {
 
   Q5KRows16(const uint8_t* b0, uint64_t x_row, int64_t nr) {
     const RowGather gather(b0, x_row, nr);
-    alignas(64) int32_t s[kSub][kTile] = {}, m[kSub][kTile] = {};
-    for (int64_t r = 0; r < nr; ++r)
-      for (int j = 0; j < kSub; ++j) {
-        uint8_t sj, mj;
-        get_scale_min_k4(j, reinterpret_cast<const BlockQ5_K*>(b0 + r * x_row)->scales, &sj, &mj);
-        s[j][r] = sj, m[j][r] = mj;
-      }
+    alignas(64) int32_t s[kSub][kTile], m[kSub][kTile];
+    scales_mins_k4<BlockQ5_K>(b0, x_row, nr, s, m);
     __m512i sc16[kSub];
     for (int j = 0; j < kSub; ++j) {
       const __m512i sj = _mm512_load_si512(s[j]), mj = _mm512_load_si512(m[j]);

@@ -111,6 +111,14 @@ PerIsa<std::optional<BatchedKernels>> repacked(const PerIsa<DotKernel>& gemv, co
   return out;
 }
 
+// `k` from instruction set `from` up, `below` under it.
+template <typename T>
+PerIsa<T> from_isa(Isa from, T below, T k) {
+  PerIsa<T> out;
+  for (int i = 0; i < kIsaCount; ++i) out[i] = i < static_cast<int>(from) ? below : k;
+  return out;
+}
+
 // A tile kernel on AMX where the CPU has them (kAmxExact and up): the same outputs bit for bit.
 PerIsa<DotKernel> amx_tile(PerIsa<DotKernel> kernels, TileFn tile) {
   for (Isa i : {Isa::kAmxExact, Isa::kAmx}) kernels[static_cast<int>(i)].tile = tile;
@@ -168,10 +176,8 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_bf16,
        .vec_dot_ref = ref::vec_dot_bf16,
        .quantize_activations = each_isa(ref::quantize_bf16, ref::quantize_bf16, ref::quantize_bf16),
-       .vec_dot = {DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16}, DotKernel{ref::vec_dot_bf16},
-                   DotKernel{avx512bf16::vec_dot_bf16}, DotKernel{avx512bf16::vec_dot_bf16},
-                   DotKernel{avx512bf16::vec_dot_bf16}},
-       .batched = {std::nullopt, std::nullopt, std::nullopt, bf16_tinyblas(), bf16_tinyblas(), bf16_tinyblas()}},
+       .vec_dot = from_isa(Isa::kAvx512Bf16, DotKernel{ref::vec_dot_bf16}, DotKernel{avx512bf16::vec_dot_bf16}),
+       .batched = from_isa<std::optional<BatchedKernels>>(Isa::kAvx512Bf16, std::nullopt, bf16_tinyblas())},
       {.type = G::Q4_0,
        .vec_dot_type = G::Q8_0,
        .block_size = kQK4_0,
@@ -232,11 +238,9 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_q2_k,
        .vec_dot_ref = ref::vec_dot_q2_k,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q2_k)),
-       .batched = {std::nullopt, std::nullopt,
-                   repacked(DotKernel{avx512::repack_gemv_q2_k}, DotKernel{avx512::repack_gemm_q2_k}),
-                   repacked(DotKernel{avx512::repack_gemv_q2_k}, DotKernel{avx512::repack_gemm_q2_k}),
-                   repacked(DotKernel{avx512::repack_gemv_q2_k}, DotKernel{avx512::repack_gemm_q2_k}),
-                   repacked(DotKernel{avx512::repack_gemv_q2_k}, DotKernel{avx512::repack_gemm_q2_k})}},
+       .batched = from_isa<std::optional<BatchedKernels>>(
+           Isa::kAvx512Vnni, std::nullopt,
+           repacked(DotKernel{avx512::repack_gemv_q2_k}, DotKernel{avx512::repack_gemm_q2_k}))},
       {.type = G::Q3_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,
