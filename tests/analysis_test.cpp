@@ -1190,6 +1190,10 @@ TEST(SampleStats, VerdictAgainstAThreshold) {
   EXPECT_STREQ(verdict_name(Verdict::kAbove), "met");
   EXPECT_STREQ(verdict_name(Verdict::kBelow), "not met");
   EXPECT_STREQ(verdict_name(Verdict::kUndecided), "undecided");
+  // A bound the median must stay below (tracing's added microseconds).
+  EXPECT_STREQ(verdict_name(Verdict::kBelow, true), "met");
+  EXPECT_STREQ(verdict_name(Verdict::kAbove, true), "not met");
+  EXPECT_STREQ(verdict_name(Verdict::kUndecided, true), "undecided");
 }
 
 }  // namespace

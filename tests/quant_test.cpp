@@ -632,6 +632,28 @@ TEST(QuantAttention, AttendF16EqualsReference) {
   }
 }
 
+// A tile kernel's outputs (out[t * ldo + r], ldo = nr + gap: the gaps must keep their -7) against `dot` per
+// (row, token), bit for bit; a mismatch names `what`, the output, its token and row. The tile's outputs go to
+// *tile_out when it is given.
+using TileCall =
+    std::function<void(int64_t, int64_t, int64_t, const void*, uint64_t, const void*, uint64_t, float*, int64_t)>;
+void expect_tile_equals_dots(const TileCall& tile, VecDotFn dot, int64_t n, int64_t nr, int64_t nt, const void* x,
+                             uint64_t x_row, const void* y, uint64_t y_row, int64_t gap, const std::string& what,
+                             std::vector<float>* tile_out = nullptr) {
+  const auto* xb = static_cast<const uint8_t*>(x);
+  const auto* yb = static_cast<const uint8_t*>(y);
+  const int64_t ldo = nr + gap;
+  std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
+  tile(n, nr, nt, x, x_row, y, y_row, got.data(), ldo);
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t r = 0; r < nr; ++r) dot(n, &want[t * ldo + r], xb + r * x_row, yb + t * y_row);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+        << what << " n=" << n << " nr=" << nr << " nt=" << nt << " output " << i << " (token " << i / ldo << ", row "
+        << i % ldo << "): " << got[i] << " vs " << want[i];
+  if (tile_out) *tile_out = std::move(got);
+}
+
 // Tile kernels (many rows per call, lane per row) give exactly what their per-row kernel gives, for row counts
 // that are and are not multiples of the 8-row block, and for several tokens with distinct rows.
 TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
@@ -656,15 +678,12 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
             const auto row = random_activations(k->vec_dot_type, n, rng, false);
             y.insert(y.end(), row.begin(), row.end());
           }
-          const int64_t ldo = nr + 5;
-          std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
-          dot.run_tile(n, nr, nt, x.data(), x_row, y.data(), y_row, got.data(), ldo);
-          for (int64_t t = 0; t < nt; ++t)
-            for (int64_t r = 0; r < nr; ++r) dot.dot(n, &want[t * ldo + r], x.data() + r * x_row, y.data() + t * y_row);
-          for (size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-                << type_name(type) << " n=" << n << " nr=" << nr << " output " << i << ": " << got[i] << " vs "
-                << want[i];
+          expect_tile_equals_dots([&](int64_t kn, int64_t knr, int64_t knt, const void* kx, uint64_t kx_row,
+                                      const void* ky, uint64_t ky_row, float* out,
+                                      int64_t ldo) { dot.run_tile(kn, knr, knt, kx, kx_row, ky, ky_row, out, ldo); },
+                                  dot.dot, n, nr, nt, x.data(), x_row, y.data(), y_row, 5,
+                                  std::string(type_name(type)));
+          if (HasFatalFailure()) return;
         }
       }
     }
@@ -834,16 +853,9 @@ TEST(QuantAmx, TileQ8_0EqualsReferenceExactly) {
       for (int extremes : {0, 1, 2}) {
         const Q8Matrices m(n, nr, nt, rng, extremes);
         const uint64_t row = row_bytes(G::Q8_0, n);
-        const int64_t ldo = nr + 3;
-        std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
-        amx::tile_q8_0(n, nr, nt, m.x.data(), row, m.y.data(), row, got.data(), ldo);
-        for (int64_t t = 0; t < nt; ++t)
-          for (int64_t r = 0; r < nr; ++r)
-            ref::amx_dot_q8_0(n, &want[t * ldo + r], m.x.data() + r * row, m.y.data() + t * row);
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-              << "n=" << n << " nr=" << nr << " nt=" << nt << " extremes=" << extremes << " output " << i << " (token "
-              << i / ldo << ", row " << i % ldo << "): " << got[i] << " vs " << want[i];
+        expect_tile_equals_dots(amx::tile_q8_0, ref::amx_dot_q8_0, n, nr, nt, m.x.data(), row, m.y.data(), row, 3,
+                                fmt::format("extremes={}", extremes));
+        if (HasFatalFailure()) return;
         ++cases;
       }
   EXPECT_EQ(cases, 4 * 9 * 3);
@@ -1007,15 +1019,10 @@ TEST(QuantAmx, TileQ4_KEqualsGemmReferenceExactly) {
     const Q4KMatrices m(n, nr, nt, rng, extremes);
     const uint64_t x_row = row_bytes(G::Q4_K, n), y_row = row_bytes(G::Q8_K, n);
     const int64_t ldo = nr + 3;
-    std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
-    amx::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, got.data(), ldo);
-    for (int64_t t = 0; t < nt; ++t)
-      for (int64_t r = 0; r < nr; ++r)
-        ref::repack_gemm_q4_k(n, &want[t * ldo + r], m.x.data() + r * x_row, m.y.data() + t * y_row);
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-          << "n=" << n << " nr=" << nr << " nt=" << nt << " extremes=" << extremes << " output " << i << " (token "
-          << i / ldo << ", row " << i % ldo << "): " << got[i] << " vs " << want[i];
+    std::vector<float> got;
+    expect_tile_equals_dots(amx::tile_repack_gemm_q4_k, ref::repack_gemm_q4_k, n, nr, nt, m.x.data(), x_row, m.y.data(),
+                            y_row, 3, fmt::format("extremes={}", extremes), &got);
+    if (::testing::Test::HasFatalFailure()) return;
     if (cpu_sets().avx512 && nr % 8 == 0) {  // and the AVX-512 tile it stands in for, on its shapes
       std::vector<float> simd(nt * ldo, -7.0f);
       avx512::tile_repack_gemm_q4_k(n, nr, nt, m.x.data(), x_row, m.y.data(), y_row, simd.data(), ldo);
@@ -1176,15 +1183,9 @@ TEST(QuantVecDot, Bf16KernelsEqualTheirEmulationsExactly) {
       const auto v = values(n + pad, true);
       y.insert(y.end(), v.begin(), v.end());
     }
-    const int64_t ldo = nr + 2;
-    std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
-    avx512bf16::tile_bf16_tinyblas(n, nr, nt, x.data(), row, y.data(), row, got.data(), ldo);
-    for (int64_t t = 0; t < nt; ++t)
-      for (int64_t r = 0; r < nr; ++r)
-        ref::dot_bf16_tinyblas(n, &want[t * ldo + r], x.data() + r * (n + pad), y.data() + t * (n + pad));
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-          << "tile " << nr << "x" << nt << " output " << i << ": " << got[i] << " vs " << want[i];
+    expect_tile_equals_dots(avx512bf16::tile_bf16_tinyblas, ref::dot_bf16_tinyblas, n, nr, nt, x.data(), row, y.data(),
+                            row, 2, "BF16 tile");
+    if (HasFatalFailure()) return;
   }
 }
 
