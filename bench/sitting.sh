@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One sitting of docs/performance.md's method: for each model, ROUNDS rounds alternating `tensortrace bench`
-# (pp128 and tg64) and llama.cpp's prompt pass (scripts/llamacpp-oracle/bench.mjs, when its node_modules are
-# installed), then per model the median and range over the rounds of each figure, as a Markdown table. The
+# (pp128 and tg64) and llama.cpp's (scripts/llamacpp-oracle/llamacpp-bench, llama-bench's timing through
+# node-llama-cpp's prebuilt libraries; built here when the oracle's node_modules are installed), then per model the
+# median and range over the rounds of each figure, as a Markdown table. The
 # machine's two-thread read bandwidth (bench --bandwidth) is measured at the start and the end, and the load average
 # is printed with each round: a sitting on a loaded machine says so.
 # Usage: bench/sitting.sh [-r ROUNDS (3)] [-b TENSORTRACE (build/tensortrace)] MODEL.gguf...
@@ -34,9 +35,12 @@ for m in "$@"; do
   }
 done
 oracle=scripts/llamacpp-oracle
-have_oracle=0
-[ -d "$oracle/node_modules/node-llama-cpp" ] && have_oracle=1
-[ $have_oracle = 1 ] || echo "sitting.sh: $oracle/node_modules missing (cd $oracle && npm install): llama.cpp's column left empty" >&2
+llamacpp=""
+if [ -d "$oracle/node_modules/node-llama-cpp" ]; then
+  llamacpp=$("$oracle/build-bench.sh" | tail -1)
+else
+  echo "sitting.sh: $oracle/node_modules missing (cd $oracle && npm ci): llama.cpp's columns left empty" >&2
+fi
 
 log=$(mktemp -d "${TMPDIR:-/tmp}/tt-sitting.XXXXXX")
 trap 'rm -rf "$log"' EXIT
@@ -50,10 +54,9 @@ for ((r = 1; r <= rounds; ++r)); do
     "$bin" bench -m "$m" -p 128 -n 64 -t 2 -r 3 2>/dev/null |
       awk -F'|' -v n="$name" '$(NF-2) ~ /pp|tg/ { gsub(/ /, "", $(NF-2)); split($(NF-1), a, "±"); print n, "tt_" $(NF-2), a[1]+0 }' \
         >>"$log/figures"
-    if [ $have_oracle = 1 ]; then
-      abs=$(realpath "$m")
-      (cd "$oracle" && node bench.mjs "$abs" -p 128 -t 2 -r 3 2>/dev/null) |
-        awk -F'|' -v n="$name" '$(NF-2) ~ /pp/ { split($(NF-1), a, "±"); print n, "llama_pp128", a[1]+0 }' \
+    if [ -n "$llamacpp" ]; then
+      "$llamacpp" "$m" -p 128 -n 64 -t 2 -r 3 2>/dev/null |
+        awk -F'|' -v n="$name" '$(NF-2) ~ /pp|tg/ { gsub(/ /, "", $(NF-2)); split($(NF-1), a, "±"); print n, "llama_" $(NF-2), a[1]+0 }' \
           >>"$log/figures"
     fi
   done
@@ -67,12 +70,16 @@ for line in open(sys.argv[1]):
     rows.setdefault(name, {}).setdefault(key, []).append(float(v))
 def cell(v):
     return f"{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})" if v else ""
-print("| model | tt pp128 | llama.cpp pp128 | pp ratio | tt tg64 |")
-print("|---|---:|---:|---:|---:|")
+def ratio(tt, ll):
+    return f"{statistics.median(tt) / statistics.median(ll):.2f}" if tt and ll else ""
+print("| model | tt pp128 | llama.cpp pp128 | pp ratio | tt tg64 | llama.cpp tg64 | tg ratio |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for m in sys.argv[2:]:
     name = os.path.basename(m)[:-5]
     r = rows.get(name, {})
-    tt, ll = r.get("tt_pp128", []), r.get("llama_pp128", [])
-    ratio = f"{statistics.median(tt) / statistics.median(ll):.2f}" if tt and ll else ""
-    print(f"| {name} | {cell(tt)} | {cell(ll)} | {ratio} | {cell(r.get('tt_tg64', []))} |")
+    cols = []
+    for phase in ("pp128", "tg64"):
+        tt, ll = r.get("tt_" + phase, []), r.get("llama_" + phase, [])
+        cols += [cell(tt), cell(ll), ratio(tt, ll)]
+    print(f"| {name} | " + " | ".join(cols) + " |")
 EOF

@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "gguf/memory_map.h"
 #include "support/paths.h"
 
@@ -46,6 +48,22 @@ TEST(GgufReader, BundledModelsOpen) {
     EXPECT_GT(f->tensors().size(), 0u);
     check_invariants(memory_map_json(*f));
   }
+}
+
+TEST(GgufReader, InMemoryHoldsTheFilesBytesReadOnly) {
+  const std::string path = test::repo_path("models/stories260K.gguf");
+  auto mapped = GgufFile::open(path);
+  auto in_memory = GgufFile::open(path, FileResidency::IN_MEMORY);
+  EXPECT_EQ(mapped->residency(), FileResidency::MAPPED);
+  EXPECT_EQ(in_memory->residency(), FileResidency::IN_MEMORY);
+  ASSERT_EQ(in_memory->bytes().size(), std::filesystem::file_size(path));
+  ASSERT_NE(in_memory->bytes().data(), mapped->bytes().data());
+  EXPECT_TRUE(std::equal(in_memory->bytes().begin(), in_memory->bytes().end(), mapped->bytes().begin()));
+  EXPECT_EQ(memory_map_json(*in_memory), memory_map_json(*mapped));
+  // Weights are never written: the copy is read-only like the mapping.
+  uint8_t* first = const_cast<uint8_t*>(in_memory->bytes().data());
+  EXPECT_DEATH(*first ^= 1, "");
+  EXPECT_THROW(GgufFile::open(path + ".missing", FileResidency::IN_MEMORY), Error);
 }
 
 TEST(GgufReader, MemoryMapsMatchReference) {

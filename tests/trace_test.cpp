@@ -272,6 +272,33 @@ TEST(Trace, OpSequenceMatchesLlamaCpp) {
   }
 }
 
+// The weights are read into memory unless the run studies the file (or --mmap asks); the results are the same.
+TEST(Trace, WeightsInMemoryOrMappedGiveTheSameRun) {
+  TempDir tmp;
+  ExperimentOptions o = stories_options((tmp.path / "in-memory").string(), 6);
+  const ExperimentResult in_memory = run_experiment(o, nullptr);
+  o.run_dir = (tmp.path / "mapped").string();
+  o.mmap = true;
+  const ExperimentResult mapped = run_experiment(o, nullptr);
+  EXPECT_EQ(in_memory.run_json["options"]["weights"], "in-memory");
+  EXPECT_EQ(mapped.run_json["options"]["weights"], "mapped");
+  EXPECT_EQ(in_memory.generation.tokens, mapped.generation.tokens);
+  EXPECT_EQ(in_memory.run_json["model"]["xxh64"], mapped.run_json["model"]["xxh64"]);
+  const trace::TraceContents a = trace::read_trace(in_memory.run_dir + "/trace.bin");
+  const trace::TraceContents b = trace::read_trace(mapped.run_dir + "/trace.bin");
+  ASSERT_EQ(a.ops.size(), b.ops.size());
+  std::vector<uint64_t> fa, fb;
+  for (size_t i = 0; i < a.ops.size(); ++i) {  // the same file ranges and buffers either way
+    trace::placement_fields(a.ops[i], fa);
+    trace::placement_fields(b.ops[i], fb);
+    ASSERT_EQ(fa, fb) << a.ops[i].name;
+  }
+  o.run_dir = (tmp.path / "cold").string();
+  o.mmap = false;
+  o.trace_options.io = true;  // page-cache records need the mapping
+  EXPECT_EQ(run_experiment(o, nullptr).run_json["options"]["weights"], "mapped");
+}
+
 TEST(Trace, ErrorLeavesNoRunDirectory) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();

@@ -57,7 +57,7 @@ void expect_same_logits(const std::string& path, const std::string& budget, cach
                         WeightStoreOptions::Prefetch prefetch = WeightStoreOptions::Prefetch::NONE,
                         bool prefetch_reads = true) {
   const auto plain = greedy_logits(*load_model(path), nullptr, 6);
-  auto model = load_model(path);
+  auto model = load_model(path, FileResidency::MAPPED);
   WeightStore store(*model, opts(budget, policy, prefetch));
   const bool moe = model->config.n_expert > 0 && prefetch == WeightStoreOptions::Prefetch::NEXT_LAYER;
   const auto budgeted = greedy_logits(*model, &store, 6, 2, moe);
@@ -78,7 +78,7 @@ TEST(WeightStore, DenseLogitsBitIdenticalUnderHalfBudget) {
     expect_same_logits(test::repo_path("models/stories260K.gguf"), "50%", p);
   {
     // Half the weights of a dense model, whose every step reads them all: units come and go.
-    auto model = load_model(test::repo_path("models/stories260K.gguf"));
+    auto model = load_model(test::repo_path("models/stories260K.gguf"), FileResidency::MAPPED);
     WeightStore store(*model, opts("50%", cache::Policy::LRU));
     greedy_logits(*model, &store, 3);
     EXPECT_GT(store.totals().misses, store.units().size());
@@ -92,7 +92,7 @@ TEST(WeightStore, MoeLogitsBitIdenticalUnderHalfBudget) {
   const std::string path = test::shared_path("models/synth-qwen3moe-256.Q4_K_M.gguf");
   expect_same_logits(path, "50%", cache::Policy::LRU);
   // Expert tensors are laid out a slab per expert, page-aligned.
-  auto model = load_model(path);
+  auto model = load_model(path, FileResidency::MAPPED);
   WeightStore store(*model, opts("50%", cache::Policy::LRU));
   const Tensor& w = *model->weights.layers[0].ffn_up_exps;
   EXPECT_EQ(w.expert_stride % 4096, 0u);
@@ -105,7 +105,7 @@ TEST(WeightStore, MeasuredHitsEqualTheReplay) {
   for (cache::Policy p : {cache::Policy::LRU, cache::Policy::LFU, cache::Policy::FIFO, cache::Policy::LEAST_STALE}) {
     uint64_t all_hits = 0;  // a cyclic stream under LRU hits nothing below the whole: some budgets must hit
     for (const char* budget : {"40%", "70%", "100%"}) {
-      auto model = load_model(test::repo_path("models/stories260K.gguf"));
+      auto model = load_model(test::repo_path("models/stories260K.gguf"), FileResidency::MAPPED);
       WeightStore store(*model, opts(budget, p));
       store.keep_accesses();
       greedy_logits(*model, &store, 8);
@@ -136,7 +136,7 @@ TEST(WeightStore, MeasuredHitsEqualTheReplay) {
 }
 
 TEST(WeightStore, ResidentSetWithinBudget) {
-  auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"));
+  auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"), FileResidency::MAPPED);
   WeightStore store(*model, opts("60%", cache::Policy::LRU));
   Engine engine(*model, {0, 2});
   engine.set_residency(&store);
@@ -170,7 +170,7 @@ TEST(WeightStore, PrefetchKeepsMoeLogitsBitIdentical) {
 
 // Prefetch reads come in the cache's order, as prefetch accesses, and later demand accesses find their units.
 TEST(WeightStore, PrefetchedUnitsAreHitByLaterDemand) {
-  auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"));
+  auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"), FileResidency::MAPPED);
   WeightStore store(*model, opts("100%", cache::Policy::LRU, WeightStoreOptions::Prefetch::NEXT_LAYER));
   store.keep_accesses();
   greedy_logits(*model, &store, 4);
@@ -204,7 +204,7 @@ TEST(WeightStore, PrefetchedUnitsAreHitByLaterDemand) {
 
 TEST(WeightStore, ResidentSetWithinBudgetWithPrefetch) {
   for (const char* budget : {"45%", "60%"}) {
-    auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"));
+    auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"), FileResidency::MAPPED);
     WeightStore store(*model, opts(budget, cache::Policy::LRU, WeightStoreOptions::Prefetch::NEXT_LAYER));
     Engine engine(*model, {0, 2});
     engine.set_residency(&store);
@@ -227,7 +227,7 @@ TEST(WeightStore, ResidentSetWithinBudgetWithPrefetch) {
 // The embedding is cut into row groups: a one-token step reads one of them, and the embedding no longer sets the
 // smallest budget.
 TEST(WeightStore, EmbeddingRowsAreUnits) {
-  auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"));
+  auto model = load_model(test::repo_path("models/TinyLLama-v0.Q4_0.gguf"), FileResidency::MAPPED);
   ASSERT_FALSE(model->weights.output_tied);
   WeightStore store(*model, opts("100%", cache::Policy::LRU));
   const std::string embd = model->weights.token_embd->name;
@@ -305,7 +305,7 @@ TEST(WeightStore, AnalyzePrefetchReplayIsSimulateCache) {
 }
 
 TEST(WeightStore, BudgetBelowOneNodeIsRefusedWithTheNumberNeeded) {
-  auto model = load_model(test::repo_path("models/stories260K.gguf"));
+  auto model = load_model(test::repo_path("models/stories260K.gguf"), FileResidency::MAPPED);
   WeightStore store(*model, opts("4K", cache::Policy::LRU));
   try {
     store.require(4);
@@ -322,7 +322,7 @@ TEST(WeightStore, TruncatedFileStopsTheRunNamingTheOffset) {
   test::TempDir dir;
   const auto copy = dir.path / "cut.gguf";
   std::filesystem::copy_file(test::repo_path("models/stories260K.gguf"), copy);
-  auto model = load_model(copy.string());
+  auto model = load_model(copy.string(), FileResidency::MAPPED);
   WeightStore store(*model, opts("50%", cache::Policy::LRU));
   // Cut inside the last unit of the file: its read comes up short.
   const WeightStore::Unit* last = &store.units().front();

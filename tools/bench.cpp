@@ -39,6 +39,7 @@ struct BenchArgs {
   bool trace = false;
   bool trace_overhead = false;  // alternate untraced and traced repetitions in one process
   bool bandwidth = false;       // only the machine's read bandwidth
+  bool mmap = false;            // map the model file in place (run --mmap)
   bool io = false;              // only the model file's storage read rates
   bool json = false;            // --io: print JSON
   std::string kernel_isa = "auto";
@@ -251,7 +252,7 @@ int bench(BenchArgs a) {
   if (a.model.empty()) fail("bench: -m MODEL is required (unless --bandwidth)");
   limit_kernel_isa(a.kernel_isa);  // before the model's tensors meet the kernel table
   if (a.n_prompt <= 0 && a.n_gen <= 0) fail("nothing to measure: -p and -n are both 0");
-  std::unique_ptr<Model> model = load_model(a.model);
+  std::unique_ptr<Model> model = load_model(a.model, a.mmap ? FileResidency::MAPPED : FileResidency::IN_MEMORY);
   uint64_t weight_bytes = 0;
   for (const GgufTensorInfo& t : model->file->tensors()) weight_bytes += t.size_bytes;
   // Generation reads every weight once per token except the embedding table (only one row).
@@ -366,6 +367,7 @@ RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's
   cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(range(1, kMaxThreads));
   cmd.add_option("-r,--repetitions", a->reps, "Repetitions after the warm-up")->check(range(1, 1000));
   cmd.add_flag("--trace", a->trace, "Trace (default contents) while measuring");
+  cmd.add_flag("--mmap", a->mmap, "Map the model file in place instead of reading it into memory at load (as run's)");
   cmd.add_flag("--trace-overhead", a->trace_overhead,
                "Alternate untraced and traced repetitions and report the traced/untraced ratio and the time tracing "
                "adds to a token");

@@ -152,6 +152,9 @@ RegisterCommand reg(
       cmd.add_flag("!--no-progress", o.progress, "No progress lines on stderr");
       cmd.add_flag("--io-trace", o.trace_options.io,
                    "Record page-cache residency before each op and faults/storage reads during it (IO records)");
+      cmd.add_flag("--mmap", o.mmap,
+                   "Map the model file in place (pages from the page cache as touched) instead of reading it into "
+                   "memory at load; --cold, --io-trace, --prefetch and --weight-budget always map it");
       cmd.add_flag("--cold", o.cold, "Evict the model file from the page cache before the first step (and check)");
       cmd.add_option("--prefetch", o.prefetch,
                      "Read weights ahead of compute: none, next-layer, from:RUN_DIR (that run's accesses); with "

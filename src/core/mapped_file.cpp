@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -12,10 +13,25 @@
 
 namespace tt {
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+HugePageMemory::HugePageMemory(size_t bytes) : size_(bytes) {
+  void* p = ::mmap(nullptr, std::max<size_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) fail("cannot allocate {} bytes of memory: {}", bytes, std::strerror(errno));
+  data_ = static_cast<uint8_t*>(p);
+  // Only a hint: without transparent huge pages the memory works the same on 4 KiB pages.
+  ::madvise(p, std::max<size_t>(bytes, 1), MADV_HUGEPAGE);
+}
+
+HugePageMemory::~HugePageMemory() { ::munmap(data_, std::max<size_t>(size_, 1)); }
+
+void HugePageMemory::make_read_only() {
+  if (::mprotect(data_, std::max<size_t>(size_, 1), PROT_READ) != 0)
+    fail("cannot make {} bytes read-only: {}", size_, std::strerror(errno));
+}
+
+MappedFile::MappedFile(const std::string& path, FileResidency residency) : path_(path), residency_(residency) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd_, &st) != 0) {
     int err = errno;
     ::close(fd_);
@@ -34,6 +50,15 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     ::close(fd_);
     fail("'{}' is empty", path);
   }
+  if (residency == FileResidency::IN_MEMORY) {
+    try {
+      read_into_memory();
+    } catch (...) {
+      ::close(fd_);
+      throw;
+    }
+    return;
+  }
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) {
     int err = errno;
@@ -43,8 +68,21 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   data_ = static_cast<const uint8_t*>(p);
 }
 
+void MappedFile::read_into_memory() {
+  memory_ = std::make_unique<HugePageMemory>(size_);
+  for (size_t done = 0; done < size_;) {
+    const ssize_t n = ::pread(fd_, memory_->data() + done, size_ - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("cannot read '{}' at byte {}: {}", path_, done, std::strerror(errno));
+    if (n == 0) fail("'{}' ended at byte {} while being read ({} bytes when opened)", path_, done, size_);
+    done += static_cast<size_t>(n);
+  }
+  memory_->make_read_only();
+  data_ = memory_->data();
+}
+
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ && !memory_) ::munmap(const_cast<uint8_t*>(data_), size_);
   if (fd_ >= 0) ::close(fd_);
 }
 

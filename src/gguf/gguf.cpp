@@ -221,8 +221,8 @@ std::string GgufValue::to_string(size_t max_items) const {
   return "?";
 }
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
-  auto mapping = std::make_unique<MappedFile>(path);
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, FileResidency residency) {
+  auto mapping = std::make_unique<MappedFile>(path, residency);
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->bytes_ = mapping->bytes();
   f->mapping_ = std::move(mapping);

@@ -40,10 +40,10 @@ constexpr uint32_t kGgufDefaultAlignment = 32;
 // One metadata value. Scalars keep their stored type; arrays hold elements of one type (possibly arrays).
 struct GgufValue {
   GgufValueType type = GgufValueType::UINT8;
-  uint64_t u = 0;   // UINT*, BOOL
-  int64_t i = 0;    // INT*
-  double f = 0;     // FLOAT*
-  std::string str;  // STRING
+  uint64_t u = 0;                                     // UINT*, BOOL
+  int64_t i = 0;                                      // INT*
+  double f = 0;                                       // FLOAT*
+  std::string str;                                    // STRING
   GgufValueType element_type = GgufValueType::UINT8;  // ARRAY
   std::vector<GgufValue> array;                       // ARRAY
 
@@ -77,8 +77,8 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Map and parse a file. Throws tt::Error naming the path and problem.
-  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // Map (or read, FileResidency::IN_MEMORY) and parse a file. Throws tt::Error naming the path and problem.
+  static std::unique_ptr<GgufFile> open(const std::string& path, FileResidency residency = FileResidency::MAPPED);
   // Parse bytes already in memory (fuzzing, tests). The bytes must outlive the object.
   static std::unique_ptr<GgufFile> parse(std::span<const uint8_t> bytes, std::string name = "<memory>");
 
@@ -109,6 +109,8 @@ class GgufFile {
   const uint8_t* tensor_data(const GgufTensorInfo& t) const { return bytes_.data() + t.offset; }
   // File descriptor of the mapping, or -1 for in-memory data.
   int fd() const { return mapping_ ? mapping_->fd() : -1; }
+  // How the file's bytes are held; in-memory data (parse()) reads IN_MEMORY.
+  FileResidency residency() const { return mapping_ ? mapping_->residency() : FileResidency::IN_MEMORY; }
 
  private:
   GgufFile() = default;

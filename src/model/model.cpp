@@ -7,9 +7,9 @@ namespace tt {
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> load_model(const std::string& path) {
+std::unique_ptr<Model> load_model(const std::string& path, FileResidency residency) {
   auto m = std::make_unique<Model>();
-  m->file = GgufFile::open(path);
+  m->file = GgufFile::open(path, residency);
   m->config = read_model_config(*m->file);
   m->weights = bind_weights(*m->file, m->config);
   m->tokenizer = Tokenizer::from_gguf(*m->file);

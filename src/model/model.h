@@ -1,4 +1,4 @@
-// A loaded model: the mapped file, its validated configuration, weight views and tokenizer. Read-only after load.
+// A loaded model: the file's bytes, its validated configuration, weight views and tokenizer. Read-only after load.
 #pragma once
 
 #include <memory>
@@ -20,7 +20,8 @@ struct Model {
   ~Model();
 };
 
-// Maps, validates and binds; throws tt::Error naming the problem.
-std::unique_ptr<Model> load_model(const std::string& path);
+// Reads (or maps), validates and binds; throws tt::Error naming the problem. IN_MEMORY is what runs fastest;
+// MAPPED is for studying how weights come from the file (page cache, prefetching, --weight-budget's storage reads).
+std::unique_ptr<Model> load_model(const std::string& path, FileResidency residency = FileResidency::IN_MEMORY);
 
 }  // namespace tt

@@ -170,7 +170,9 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
 
   const std::optional<WeightStoreOptions> store_options = weight_store_options(o);
   if (o.progress) fmt::print(stderr, "loading {} ...\n", o.model_path);
-  std::unique_ptr<Model> model = load_model(o.model_path);
+  // Runs that study how weights come from the file map it; the rest read it into memory (FileResidency).
+  const bool mapped = o.mmap || o.cold || o.trace_options.io || o.prefetch != "none" || store_options;
+  std::unique_ptr<Model> model = load_model(o.model_path, mapped ? FileResidency::MAPPED : FileResidency::IN_MEMORY);
   const bool moe = model->config.n_expert > 0;
   if (store_options && o.prefetch == "predicted" && !moe)
     fail("--prefetch predicted needs a mixture-of-experts model (it prefetches the predicted experts); use next-layer");
@@ -304,6 +306,9 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
              {"repeat_last_n", o.sampling.repeat_last_n},
              {"seed", o.sampling.seed}}},
            {"trace", o.trace_options.to_json()},
+           {"weights", store    ? "weight-budget"
+                       : mapped ? "mapped"
+                                : "in-memory"},
            {"cold", o.cold},
            {"cold_check", cold_check},
            {"prefetch", o.prefetch},

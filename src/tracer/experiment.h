@@ -29,6 +29,7 @@ struct ExperimentOptions {
   TraceOptions trace_options;
   bool progress = true;  // progress lines on stderr
   bool cold = false;     // --cold: evict the model file from the page cache after loading, before the first step
+  bool mmap = false;     // --mmap: map the model file in place instead of reading it into memory at load
   // --prefetch: none, next-layer, from:RUN_DIR (needs tracing); with --weight-budget also predicted (WeightStore)
   std::string prefetch = "none";
   // --weight-budget SIZE (empty: weights used from the file mapping), --cache-policy, --direct-io
