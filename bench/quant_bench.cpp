@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/mapped_file.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
 
@@ -172,7 +173,7 @@ void gemv(benchmark::State& state, GgmlType type) {
   const Fixture& f = fixture(type);
   const int64_t rows = state.range(0);
   constexpr int64_t kRowTile = 16;
-  std::vector<uint8_t> weights(f.row_bytes * rows);
+  HugePageMemory weights(f.row_bytes * rows);  // as a model's weights are held (FileResidency::IN_MEMORY)
   for (int64_t r = 0; r < rows; r += kRows)
     std::memcpy(weights.data() + r * f.row_bytes, f.weights.data(), f.row_bytes * std::min(kRows, rows - r));
   const BatchedKernels* batched = k->batched_for(kN, rows);
