@@ -239,8 +239,10 @@ const DotKernel& mul_mat_id_dot(const QuantKernels& k, const Tensor& w, LlamaCpp
 // (prefix offsets), then the pairs t * k + s in token order, then n_expert running positions. In thread_scratch
 // (mul_mat_id_scratch_ints).
 struct ExpertGroups {
-  const int32_t* start;  // [n_expert + 1]
-  const int32_t* pairs;  // [k * n_tokens]
+  const int32_t* start;   // [n_expert + 1]
+  const int32_t* pairs;   // [k * n_tokens]
+  const int32_t* active;  // the experts with at least one pair, ascending
+  int64_t n_active;
 };
 ExpertGroups group_by_expert(const Tensor& ids, int64_t n_expert, int32_t* mem) {
   const int64_t n = ids.n_elements();
@@ -256,12 +258,17 @@ ExpertGroups group_by_expert(const Tensor& ids, int64_t n_expert, int32_t* mem) 
   int32_t* fill = pairs + n;  // running positions
   std::copy(start, start + n_expert, fill);
   for (int64_t i = 0; i < n; ++i) pairs[fill[id[i]]++] = static_cast<int32_t>(i);
-  return {start, pairs};
+  int32_t* active = fill;  // the running positions are done with
+  int64_t n_active = 0;
+  for (int64_t e = 0; e < n_expert; ++e)
+    if (start[e + 1] > start[e]) active[n_active++] = static_cast<int32_t>(e);
+  return {start, pairs, active, n_active};
 }
 
 // out[:, s, t] = W_e x[:, s % x_slots, t] with e = ids[s, t]. Activations are converted once (shared scratch);
-// then units of (expert, 16-row tile) go to threads, each tile meeting every token that chose the expert, so an
-// expert's weights are read once per batch and experts no token chose not at all.
+// then units of (chosen expert, 16-row tile) go to threads, each tile meeting every token that chose the expert, so
+// an expert's weights are read once per batch and experts no token chose not at all (nor do they take a unit from
+// the shared counter: a token's 8 of 128 experts would otherwise pay 16 times the counter's traffic).
 void mul_mat_id(const Node& n, const ComputeContext& ctx) {
   const Tensor& w = *n.src[0];
   const Tensor& x = *n.src[1];
@@ -285,8 +292,8 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
   constexpr int64_t kRowTile = 16;
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
   float* dst = n.out->as<float>();
-  for_each_chunk(ctx, n_expert * tiles, [&](int64_t unit) {
-    const int64_t e = unit / tiles, r0 = unit % tiles * kRowTile, r1 = std::min(N, r0 + kRowTile);
+  for_each_chunk(ctx, groups.n_active * tiles, [&](int64_t unit) {
+    const int64_t e = groups.active[unit / tiles], r0 = unit % tiles * kRowTile, r1 = std::min(N, r0 + kRowTile);
     const uint8_t* we = w.data + static_cast<uint64_t>(e) * slab + r0 * w_row;
     for (int32_t p = groups.start[e]; p < groups.start[e + 1]; ++p) {
       const int64_t pair = groups.pairs[p], t = pair / slots, s = pair % slots;
