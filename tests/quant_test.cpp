@@ -813,14 +813,21 @@ constexpr const char* kNoAmx =
 
 // A Q8_0 matrix of nr rows x n, and nt activation rows, random; optionally every weight and activation quant at
 // an extreme (-128, 127 or -127) so the int32 block sums are the largest the blocks allow.
+// Weight rows of a 32-element block type (Q8_0, Q4_0, IQ4_NL) and Q8_0 activation rows; with `extremes`, every
+// other weight block all at the type's smallest value (extremes 2) or largest (1).
 struct Q8Matrices {
   std::vector<uint8_t> x, y;
-  Q8Matrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes) {
+  Q8Matrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes, G weights = G::Q8_0) {
     for (int64_t r = 0; r < nr; ++r) {
-      auto row = random_weights(G::Q8_0, n, rng, false);
+      auto row = random_weights(weights, n, rng, false);
       if (extremes)
-        for (int64_t b = 0; b < n / 32; ++b)
-          if ((b + r) % 2) std::memset(reinterpret_cast<BlockQ8_0*>(row.data())[b].qs, extremes > 1 ? 0x80 : 0x7F, 32);
+        for (int64_t b = 0; b < n / 32; ++b) {
+          if ((b + r) % 2 == 0) continue;
+          if (weights == G::Q8_0)
+            std::memset(reinterpret_cast<BlockQ8_0*>(row.data())[b].qs, extremes > 1 ? 0x80 : 0x7F, 32);
+          else  // nibbles 0 and 15 (BlockIQ4_NL has BlockQ4_0's layout)
+            std::memset(reinterpret_cast<BlockQ4_0*>(row.data())[b].qs, extremes > 1 ? 0x00 : 0xFF, 16);
+        }
       x.insert(x.end(), row.begin(), row.end());
     }
     for (int64_t t = 0; t < nt; ++t) {
@@ -834,49 +841,63 @@ struct Q8Matrices {
   }
 };
 
-// The AMX Q8_0 tile gives ref::amx_dot_q8_0 bit for bit for every (row, token): rows and tokens that are and are
-// not multiples of the 16 of a tile, lengths that are and are not whole chunks of 8 blocks, integer extremes.
-TEST(QuantAmx, TileQ8_0EqualsReferenceExactly) {
+// The AMX tiles of the 32-element blocks, each with the reference of its order.
+struct AmxB32 {
+  G type;
+  TileFn tile;
+  VecDotFn reference;
+};
+const AmxB32 kAmxB32[] = {{G::Q8_0, amx::tile_q8_0, ref::amx_dot_q8_0},
+                          {G::Q4_0, amx::tile_repack_q4_0, ref::repack_dot_q4_0},
+                          {G::IQ4_NL, amx::tile_repack_iq4_nl, ref::repack_dot_iq4_nl}};
+
+// The AMX tiles of Q8_0, Q4_0 and IQ4_NL give their references bit for bit for every (row, token): rows and tokens
+// that are and are not multiples of the 16 of a tile, lengths that are and are not whole chunks of 8 blocks,
+// integer extremes.
+TEST(QuantAmx, TilesOf32BlocksEqualTheirReferenceExactly) {
   if (!amx_available()) GTEST_SKIP() << kNoAmx;
   Rng rng;
   int cases = 0;
-  for (int64_t n : {32, 256, 288, 2048})
-    for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1},
-                          {1, 2},
-                          {5, 3},
-                          {16, 16},
-                          {16, 64},
-                          {17, 15},
-                          {13, 33},
-                          {40, 17},
-                          {16, 100}})
-      for (int extremes : {0, 1, 2}) {
-        const Q8Matrices m(n, nr, nt, rng, extremes);
-        const uint64_t row = row_bytes(G::Q8_0, n);
-        expect_tile_equals_dots(amx::tile_q8_0, ref::amx_dot_q8_0, n, nr, nt, m.x.data(), row, m.y.data(), row, 3,
-                                fmt::format("extremes={}", extremes));
-        if (HasFatalFailure()) return;
-        ++cases;
-      }
-  EXPECT_EQ(cases, 4 * 9 * 3);
+  for (const AmxB32& k : kAmxB32)
+    for (int64_t n : {32, 256, 288, 2048})
+      for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1},
+                            {1, 2},
+                            {5, 3},
+                            {16, 16},
+                            {16, 64},
+                            {17, 15},
+                            {13, 33},
+                            {40, 17},
+                            {16, 100}})
+        for (int extremes : {0, 1, 2}) {
+          const Q8Matrices m(n, nr, nt, rng, extremes, k.type);
+          expect_tile_equals_dots(k.tile, k.reference, n, nr, nt, m.x.data(), row_bytes(k.type, n), m.y.data(),
+                                  row_bytes(G::Q8_0, n), 3, fmt::format("{} extremes={}", type_name(k.type), extremes));
+          if (HasFatalFailure()) return;
+          ++cases;
+        }
+  EXPECT_EQ(cases, 3 * 4 * 9 * 3);
 }
 
 // The tile's rows and tokens are read in place with their strides: rows farther apart than their bytes (a
 // weight slab's rows, a token's converted row in a wider scratch) give the same outputs.
-TEST(QuantAmx, TileQ8_0HonoursStrides) {
+TEST(QuantAmx, TilesOf32BlocksHonourStrides) {
   if (!amx_available()) GTEST_SKIP() << kNoAmx;
   Rng rng;
   constexpr int64_t n = 512, nr = 19, nt = 21;
-  const Q8Matrices m(n, nr, nt, rng, 0);
-  const uint64_t row = row_bytes(G::Q8_0, n), x_row = row + 70, y_row = row + 34;
-  std::vector<uint8_t> xs(nr * x_row, 0xCC), ys(nt * y_row, 0xCC);
-  for (int64_t r = 0; r < nr; ++r) std::memcpy(xs.data() + r * x_row, m.x.data() + r * row, row);
-  for (int64_t t = 0; t < nt; ++t) std::memcpy(ys.data() + t * y_row, m.y.data() + t * row, row);
-  std::vector<float> got(nt * nr), want(nt * nr);
-  amx::tile_q8_0(n, nr, nt, xs.data(), x_row, ys.data(), y_row, got.data(), nr);
-  amx::tile_q8_0(n, nr, nt, m.x.data(), row, m.y.data(), row, want.data(), nr);
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "output " << i;
+  for (const AmxB32& k : kAmxB32) {
+    const Q8Matrices m(n, nr, nt, rng, 0, k.type);
+    const uint64_t row = row_bytes(k.type, n), x_row = row + 70, a_row = row_bytes(G::Q8_0, n), y_row = a_row + 34;
+    std::vector<uint8_t> xs(nr * x_row, 0xCC), ys(nt * y_row, 0xCC);
+    for (int64_t r = 0; r < nr; ++r) std::memcpy(xs.data() + r * x_row, m.x.data() + r * row, row);
+    for (int64_t t = 0; t < nt; ++t) std::memcpy(ys.data() + t * y_row, m.y.data() + t * a_row, a_row);
+    std::vector<float> got(nt * nr), want(nt * nr);
+    k.tile(n, nr, nt, xs.data(), x_row, ys.data(), y_row, got.data(), nr);
+    k.tile(n, nr, nt, m.x.data(), row, m.y.data(), a_row, want.data(), nr);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << type_name(k.type) << " output " << i;
+  }
 }
 
 // Q4_K prompt batches: "auto" runs the gemm on AMX tiles where the CPU has them (same bits as the AVX-512 tile);
@@ -889,6 +910,13 @@ TEST(QuantAmx, AutoTakesTheQ4_KTileWhereAvailable) {
             (DotKernel{avx512::repack_gemm_q4_k,
                        amx_available() ? amx::tile_repack_gemm_q4_k : avx512::tile_repack_gemm_q4_k}));
   EXPECT_EQ(q4k->for_token(12, 13), (DotKernel{avx512::repack_gemv_q4_k, avx512::tile_repack_gemv_q4_k}));
+  // Q4_0 and IQ4_NL batches likewise (bit-identical: TilesOf32BlocksEqualTheirReferenceExactly).
+  const BatchedKernels* q40 = find_kernels(G::Q4_0)->batched_for(2048, 256);
+  const BatchedKernels* iq4 = find_kernels(G::IQ4_NL)->batched_for(2048, 256);
+  ASSERT_TRUE(q40 && iq4);
+  EXPECT_EQ(q40->for_token(0, 13).tile, amx_available() ? amx::tile_repack_q4_0 : avx512::tile_repack_q4_0);
+  EXPECT_EQ(iq4->for_token(0, 13).tile, amx_available() ? amx::tile_repack_iq4_nl : avx512::tile_repack_iq4_nl);
+  EXPECT_EQ(q40->for_token(12, 13).tile, avx512::tile_repack_q4_0);
 }
 
 // nt Q8_K activation rows of n, random; with `extremes`, most super-blocks are all -128 (extremes 2) or 127

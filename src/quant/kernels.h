@@ -191,6 +191,8 @@ TT_TILE_DECL(tile_bf16_tinyblas);    // ref::dot_bf16_tinyblas per (row, token)
 // each kernel loads its own tile configuration.
 namespace amx {
 TT_TILE_DECL(tile_q8_0);              // ref::amx_dot_q8_0 per (row, token)
+TT_TILE_DECL(tile_repack_q4_0);       // ref::repack_dot_q4_0 per (row, token)
+TT_TILE_DECL(tile_repack_iq4_nl);     // ref::repack_dot_iq4_nl per (row, token)
 TT_TILE_DECL(tile_repack_gemm_q4_k);  // ref::repack_gemm_q4_k per (row, token)
 TT_TILE_DECL(tile_q5_k);              // avx512::vec_dot_q5_k per (row, token)
 TT_TILE_DECL(tile_q6_k);              // avx512::vec_dot_q6_k per (row, token)

@@ -186,8 +186,9 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_q4_0,
        .vec_dot_ref = ref::vec_dot_q4_0,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q4_0)),
-       .batched = repacked(each_isa(TT_EACH_ISA(repack_dot_q4_0), TT_SIMD(tile_repack_q4_0)),
-                           each_isa(TT_EACH_ISA(repack_dot_q4_0), TT_SIMD(tile_repack_q4_0)))},
+       .batched = repacked(
+           each_isa(TT_EACH_ISA(repack_dot_q4_0), TT_SIMD(tile_repack_q4_0)),
+           amx_tile(each_isa(TT_EACH_ISA(repack_dot_q4_0), TT_SIMD(tile_repack_q4_0)), amx::tile_repack_q4_0))},
       {.type = G::Q4_1,
        .vec_dot_type = G::Q8_1,
        .block_size = kQK4_1,
@@ -292,8 +293,9 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_iq4_nl,
        .vec_dot_ref = ref::vec_dot_iq4_nl,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_iq4_nl)),
-       .batched = repacked(each_isa(TT_EACH_ISA(repack_dot_iq4_nl), TT_SIMD(tile_repack_iq4_nl)),
-                           each_isa(TT_EACH_ISA(repack_dot_iq4_nl), TT_SIMD(tile_repack_iq4_nl)))},
+       .batched = repacked(
+           each_isa(TT_EACH_ISA(repack_dot_iq4_nl), TT_SIMD(tile_repack_iq4_nl)),
+           amx_tile(each_isa(TT_EACH_ISA(repack_dot_iq4_nl), TT_SIMD(tile_repack_iq4_nl)), amx::tile_repack_iq4_nl))},
       {.type = G::IQ4_XS,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,
