@@ -659,9 +659,10 @@ void expect_tile_equals_dots(const TileCall& tile, VecDotFn dot, int64_t n, int6
 TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
   Rng rng;
   int tiles_seen = 0;
-  for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q6_K, G::Q8_0, G::Q4_1, G::Q5_1}) {
+  for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q6_K, G::Q8_0, G::Q4_1, G::Q5_1, G::F16}) {
     const QuantKernels* k = find_kernels(type);
-    for (int64_t n : {256, 768, 2048}) {
+    // F16 rows also shorter than a SIMD step (a model of width 8) and with a tail after the steps.
+    for (int64_t n : type == G::F16 ? std::vector<int64_t>{8, 15, 72, 2048} : std::vector<int64_t>{256, 768, 2048}) {
       const BatchedKernels* batched = k->batched_for(n, 64);
       std::vector<DotKernel> dots = {k->vec_dot};
       if (batched) dots = {batched->single, batched->batch};
@@ -690,6 +691,36 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
   }
   if (cpu_sets().avx2) {
     EXPECT_GT(tiles_seen, 0) << "no tile kernel was exercised on this CPU";
+  }
+}
+
+// Rows of F16 shorter than the SIMD step are all tail: ggml adds their products one by one in double, in order,
+// from +0.0, which ref::vec_dot_f16 does for every length. Tiny products first, then +big and -big: in order the
+// tiny ones are lost in big (0 at the end), in any other order not, so the order is pinned to the bit.
+TEST(QuantVecDot, F16RowsShorterThanAStepSumInOrder) {
+  const auto [avx2, avx512] = cpu_sets();
+  Rng rng;
+  auto u = [&] { return rng.uniform(-2.0f, 2.0f); };
+  for (int64_t n : {1, 2, 8, 15}) {
+    for (int pattern = 0; pattern < 2; ++pattern) {
+      std::vector<uint16_t> x(n), y(n);
+      for (int64_t i = 0; i < n; ++i) {
+        const bool big = pattern == 1 && n >= 3 && i >= n - 2;
+        x[i] = fp32_to_fp16(pattern == 0 ? u() : big ? (i == n - 1 ? -256.0f : 256.0f) : 0x1p-24f);
+        y[i] = fp32_to_fp16(pattern == 0 ? u() : big ? 256.0f : 0x1p-24f * static_cast<float>(i + 1));
+      }
+      float want = 0;
+      ref::vec_dot_f16(n, &want, x.data(), y.data());
+      std::vector<std::pair<const char*, VecDotFn>> fast;
+      if (avx2) fast.emplace_back("avx2", avx2::vec_dot_f16);
+      if (avx512) fast.emplace_back("avx512", avx512::vec_dot_f16);
+      for (auto [name, dot] : fast) {
+        float got = -1;
+        dot(n, &got, x.data(), y.data());
+        EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+            << name << " n=" << n << " pattern " << pattern << ": " << got << " vs " << want;
+      }
+    }
   }
 }
 

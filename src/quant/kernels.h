@@ -179,6 +179,7 @@ TT_VEC_DOT_DECL(repack_gemv_q2_k);  // ref::repack_gemv_q2_k
 TT_VEC_DOT_DECL(repack_gemm_q2_k);  // ref::repack_gemm_q2_k
 TT_TILE_DECL(tile_q4_1);            // vec_dot_q4_1 per (row, token)
 TT_TILE_DECL(tile_q5_1);            // vec_dot_q5_1 per (row, token)
+TT_TILE_DECL(tile_f16);             // vec_dot_f16 per (row, token)
 }  // namespace avx512
 // VDPBF16PS (files *_avx512bf16.cpp, compiled for AVX-512 + BF16): llama.cpp's BF16 orders on the instruction it
 // ran them with. Only called where the CPU has AVX512-BF16.

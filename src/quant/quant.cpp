@@ -164,7 +164,7 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_f16,
        .quantize_activations =
            each_isa(ref::quantize_f16, to_halves<avx2::fp32_to_fp16_row>, to_halves<avx512::fp32_to_fp16_row>),
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_f16))},
+       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_f16), nullptr, avx512::tile_f16)},
       // BF16 follows llama.cpp's VDPBF16PS order where the CPU has that instruction (what the reference ran on):
       // ggml_vec_dot_bf16 for one token, tinyBLAS for batches when K is in whole 32-element steps and N in
       // groups of 4.
