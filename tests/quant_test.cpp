@@ -952,7 +952,7 @@ TEST(QuantAmx, AutoTakesTheQ4_KTileWhereAvailable) {
 
 // nt Q8_K activation rows of n, random; with `extremes`, most super-blocks are all -128 (extremes 2) or 127
 // (extremes 1), their bsums kept consistent: the largest integer sums the blocks allow.
-std::vector<uint8_t> q8_k_activations(int64_t n, int64_t nt, Rng& rng, int extremes) {
+std::vector<uint8_t> q8_k_activations(int64_t n, int64_t nt, Rng& rng, int extremes, int8_t lowest = -128) {
   std::vector<uint8_t> y;
   for (int64_t t = 0; t < nt; ++t) {
     auto row = random_activations(G::Q8_K, n, rng, false);
@@ -960,7 +960,7 @@ std::vector<uint8_t> q8_k_activations(int64_t n, int64_t nt, Rng& rng, int extre
       for (int64_t b = 0; b < n / kQK_K; ++b)
         if ((b + t) % 3 != 2) {
           BlockQ8_K& blk = reinterpret_cast<BlockQ8_K*>(row.data())[b];
-          const int8_t q = extremes > 1 ? -128 : 127;
+          const int8_t q = extremes > 1 ? lowest : 127;
           std::fill(std::begin(blk.qs), std::end(blk.qs), q);
           std::fill(std::begin(blk.bsums), std::end(blk.bsums), static_cast<int16_t>(16 * q));
         }
@@ -1026,6 +1026,20 @@ struct Q5KMatrices {
                                     std::memset(blk.scales, 0xFF, sizeof(blk.scales));
                                   })),
         y(q8_k_activations(n, nt, rng, extremes)) {}
+};
+
+struct IQ4XSMatrices {
+  std::vector<uint8_t> x, y;
+  IQ4XSMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
+      : x(k_quant_rows<BlockIQ4_XS>(G::IQ4_XS, n, nr, rng, extremes,
+                                    [](BlockIQ4_XS& blk, bool high) {  // levels 113 or -127, scales 31 or -32
+                                      std::memset(blk.qs, high ? 0xFF : 0x00, sizeof(blk.qs));
+                                      std::memset(blk.scales_l, high ? 0xFF : 0x00, sizeof(blk.scales_l));
+                                      blk.scales_h = high ? 0xFFFF : 0x0000;
+                                    })),
+        // -127, the lowest Q8_K's quantizer gives: at -128 vec_dot_iq4_xs's sign trick (ggml's) wraps to +128's
+        // negation, which the tile's exact products do not copy.
+        y(q8_k_activations(n, nt, rng, extremes, -127)) {}
 };
 
 // The cases of the K-quant AMX tile tests: lengths of 1, 3 and 8 super-blocks; rows and tokens that are and are
@@ -1109,6 +1123,8 @@ TEST(QuantAmx, AutoTakesTheQ5_KAndQ6_KTilesWhereAvailable) {
             (DotKernel{avx512::vec_dot_q6_k, amx_available() ? amx::tile_q6_k : avx512::tile_q6_k}));
   EXPECT_EQ(find_kernels(G::Q5_K)->vec_dot,
             (DotKernel{avx512::vec_dot_q5_k, amx_available() ? amx::tile_q5_k : nullptr}));
+  EXPECT_EQ(find_kernels(G::IQ4_XS)->vec_dot,
+            (DotKernel{avx512::vec_dot_iq4_xs, amx_available() ? amx::tile_iq4_xs : nullptr}));
 }
 
 // An AMX tile of a K-quant gives its AVX-512 dot product (ggml's 8 lanes, the order of the records) bit for bit for
@@ -1148,6 +1164,20 @@ TEST(QuantAmx, TileQ6_KEqualsVecDotExactly) {
 TEST(QuantAmx, TileQ5_KEqualsVecDotExactly) {
   if (!amx_available()) GTEST_SKIP() << kNoAmx;
   expect_k_tile_equals_vec_dot<Q5KMatrices>(G::Q5_K, amx::tile_q5_k, avx512::vec_dot_q5_k, nullptr);
+}
+
+// The same for IQ4_XS: levels 113 and -127, scales 31 and -32, activations 127 and -128.
+TEST(QuantAmx, TileIQ4_XSEqualsVecDotExactly) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  expect_k_tile_equals_vec_dot<IQ4XSMatrices>(G::IQ4_XS, amx::tile_iq4_xs, avx512::vec_dot_iq4_xs, nullptr);
+}
+
+TEST(QuantAmx, TileIQ4_XSHonoursStrides) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  constexpr int64_t n = 512, nr = 19, nt = 21;
+  const IQ4XSMatrices m(n, nr, nt, rng, 0);
+  expect_tile_honours_strides(G::IQ4_XS, amx::tile_iq4_xs, n, nr, nt, m.x, m.y);
 }
 
 TEST(QuantAmx, TileQ5_KHonoursStrides) {

@@ -197,6 +197,7 @@ TT_TILE_DECL(tile_repack_iq4_nl);     // ref::repack_dot_iq4_nl per (row, token)
 TT_TILE_DECL(tile_repack_gemm_q4_k);  // ref::repack_gemm_q4_k per (row, token)
 TT_TILE_DECL(tile_q5_k);              // avx512::vec_dot_q5_k per (row, token)
 TT_TILE_DECL(tile_q6_k);              // avx512::vec_dot_q6_k per (row, token)
+TT_TILE_DECL(tile_iq4_xs);            // avx512::vec_dot_iq4_xs per (row, token)
 }  // namespace amx
 
 }  // namespace tt

@@ -11,6 +11,7 @@
 //     (a transpose of each Q8_K block's 4-byte groups); the B tiles hold the weights times their scale (int16)
 //     split into a signed high and low byte, so lane = 256 * hi-dot + lo-dot exactly. Then the lane's FMA per
 //     super-block (Q5_K: and its mins x bsums product) and ggml's horizontal sum of the 8 lanes.
+//   IQ4_XS (vec_dot_iq4_xs): the same lanes, its quants the non-linear levels (signed) times the 6-bit scale less 32.
 // A lone token (generation) keeps the AVX-512 kernels: it would fill one row of the 16-token tiles.
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns about _mm512_undefined_* inside its own intrinsic headers (a known false positive; simd_x86.h).
@@ -177,9 +178,18 @@ struct LaneTiles {
 
   // Stores the 4 bytes of lane l, group g of 16 rows (q: quants, 0..63) times scale16 (per row, int16 twice).
   void store(int l, int g, __m512i q, __m512i scale16) {
+    const __m512i even = _mm512_set1_epi16(0x00FF);
+    store_products(l, g, _mm512_mullo_epi16(_mm512_and_si512(q, even), scale16),
+                   _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), scale16));
+  }
+  // The same for signed quants (int8).
+  void store_signed(int l, int g, __m512i q, __m512i scale16) {
+    store_products(l, g, _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(q, 8), 8), scale16),
+                   _mm512_mullo_epi16(_mm512_srai_epi16(q, 8), scale16));
+  }
+  // we / wo: the products of the even / odd bytes, as int16 (|w| < 2^15 - 128).
+  void store_products(int l, int g, __m512i we, __m512i wo) {
     const __m512i even = _mm512_set1_epi16(0x00FF), round = _mm512_set1_epi16(128);
-    const __m512i we = _mm512_mullo_epi16(_mm512_and_si512(q, even), scale16);
-    const __m512i wo = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), scale16);
     // w = 256 * hi + lo: lo its low byte (signed), hi = (w + 128) >> 8 (|hi| <= 32).
     _mm512_store_si512(lo[l][g], _mm512_or_si512(_mm512_and_si512(we, even), _mm512_slli_epi16(wo, 8)));
     _mm512_store_si512(hi[l][g],
@@ -385,7 +395,46 @@ struct Q5KRows16 : LaneTiles {
   }
 };
 
-// The loops of both kernels: per 16 rows and kTokenBlock tokens, each super-block's rows transposed once (Rows)
+// One IQ4_XS super-block of rows [0, nr) (nr <= 16), lane r = row r (zero beyond nr), in vec_dot_iq4_xs's order:
+// the 8 lanes of the levels times their sub-block's scale less 32, one FMA a super-block by h2f(x.d) * y.d.
+struct IQ4XSRows16 : LaneTiles {
+  static constexpr int kAcc = kLanes;
+  static constexpr uint64_t kBlockBytes = sizeof(BlockIQ4_XS);
+  __m512 d;
+
+  IQ4XSRows16(const uint8_t* b0, uint64_t x_row, int64_t nr) {
+    const RowGather gather(b0, x_row, nr);
+    const __m512i high = gather(offsetof(BlockIQ4_XS, scales_h)), low = gather(offsetof(BlockIQ4_XS, scales_l));
+    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIQ4NL)));
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int j = 0; j < kSub; ++j) {  // sub-block j: elements 0-15 the low nibbles of qs[16j..], 16-31 the high
+      const __m512i sl = _mm512_and_si512(_mm512_srli_epi32(low, 4 * j), _mm512_set1_epi32(0xF));
+      const __m512i sh = _mm512_and_si512(_mm512_srli_epi32(high, 2 * j), _mm512_set1_epi32(3));
+      const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(sl, _mm512_slli_epi32(sh, 4)), _mm512_set1_epi32(32));
+      const __m512i sc16 = pair16(ls, ls);
+      for (int l = 0; l < kLanes / 2; ++l) {
+        const __m512i q = gather(offsetof(BlockIQ4_XS, qs) + 16 * j + 4 * l);
+        store_signed(l, j, _mm512_shuffle_epi8(table, _mm512_and_si512(q, low4)), sc16);
+        store_signed(l + 4, j, _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4)), sc16);
+      }
+    }
+    d = gather_halves(b0 + offsetof(BlockIQ4_XS, d), gather.offsets, nr);
+  }
+
+  void token_group(int64_t nt, const uint8_t* y, uint64_t y_row, int64_t i, float (*acc)[kAcc][kTile]) const {
+    const uint8_t* blocks = y + i * sizeof(BlockQ8_K);
+    __m512 dt[kTile];
+    for (int64_t t = 0; t < nt; ++t)
+      dt[t] = _mm512_mul_ps(d, _mm512_set1_ps(reinterpret_cast<const BlockQ8_K*>(blocks + t * y_row)->d));
+    lanes(nt, blocks, y_row, [&](int l, int64_t t, __m512i sums) {
+      _mm512_store_ps(acc[t][l], _mm512_fmadd_ps(dt[t], _mm512_cvtepi32_ps(sums), _mm512_load_ps(acc[t][l])));
+    });
+  }
+
+  static __m512 finish(const float (&acc)[kAcc][kTile]) { return hsum(acc); }
+};
+
+// The loops of all four kernels: per 16 rows and kTokenBlock tokens, each super-block's rows transposed once (Rows)
 // and met by the tokens in groups of 16; each token's Rows::kAcc accumulators (16 floats, lane r = row r) start
 // at zero and Rows::finish turns them into the token's outputs.
 template <typename Rows>
@@ -418,6 +467,11 @@ TT_TILE_DECL(tile_repack_gemm_q4_k) { gemm_tiles<Q4KRows16>(n, nr, nt, x, x_row,
 TT_TILE_DECL(tile_q6_k) {
   if (nt == 1) return avx512::tile_q6_k(n, nr, nt, x, x_row, y, y_row, out, ldo);
   gemm_tiles<Q6KRows16>(n, nr, nt, x, x_row, y, y_row, out, ldo);
+}
+
+TT_TILE_DECL(tile_iq4_xs) {
+  if (nt == 1) return DotKernel{avx512::vec_dot_iq4_xs}.run_tile(n, nr, nt, x, x_row, y, y_row, out, ldo);
+  gemm_tiles<IQ4XSRows16>(n, nr, nt, x, x_row, y, y_row, out, ldo);
 }
 
 TT_TILE_DECL(tile_q5_k) {
