@@ -948,6 +948,10 @@ TEST(QuantAmx, AutoTakesTheQ4_KTileWhereAvailable) {
   EXPECT_EQ(q40->for_token(0, 13).tile, amx_available() ? amx::tile_repack_q4_0 : avx512::tile_repack_q4_0);
   EXPECT_EQ(iq4->for_token(0, 13).tile, amx_available() ? amx::tile_repack_iq4_nl : avx512::tile_repack_iq4_nl);
   EXPECT_EQ(q40->for_token(12, 13).tile, avx512::tile_repack_q4_0);
+  const BatchedKernels* q2k = find_kernels(G::Q2_K)->batched_for(2048, 256);
+  ASSERT_NE(q2k, nullptr);
+  EXPECT_EQ(q2k->for_token(0, 13),
+            (DotKernel{avx512::repack_gemm_q2_k, amx_available() ? amx::tile_repack_gemm_q2_k : nullptr}));
 }
 
 // nt Q8_K activation rows of n, random; with `extremes`, most super-blocks are all -128 (extremes 2) or 127
@@ -992,6 +996,18 @@ struct Q4KMatrices {
       : x(k_quant_rows<BlockQ4_K>(G::Q4_K, n, nr, rng, extremes,
                                   [](BlockQ4_K& blk, bool) {
                                     std::memset(blk.qs, 0xFF, sizeof(blk.qs));
+                                    std::memset(blk.scales, 0xFF, sizeof(blk.scales));
+                                  })),
+        y(q8_k_activations(n, nt, rng, extremes)) {}
+};
+
+// Q2_K: quants 3 and 0, scales and mins 15.
+struct Q2KMatrices {
+  std::vector<uint8_t> x, y;
+  Q2KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
+      : x(k_quant_rows<BlockQ2_K>(G::Q2_K, n, nr, rng, extremes,
+                                  [](BlockQ2_K& blk, bool high) {
+                                    std::memset(blk.qs, high ? 0xFF : 0x00, sizeof(blk.qs));
                                     std::memset(blk.scales, 0xFF, sizeof(blk.scales));
                                   })),
         y(q8_k_activations(n, nt, rng, extremes)) {}
@@ -1104,6 +1120,27 @@ TEST(QuantAmx, TileQ4_KEqualsGemmReferenceExactly) {
     }
   });
   EXPECT_EQ(cases, 3 * 10 * 3);
+}
+
+// The AMX Q2_K tile gives llama.cpp's repacked gemm order (ref::repack_gemm_q2_k) bit for bit.
+TEST(QuantAmx, TileQ2_KEqualsGemmReferenceExactly) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  const int cases = for_each_k_tile_case([&](int64_t n, int64_t nr, int64_t nt, int extremes) {
+    const Q2KMatrices m(n, nr, nt, rng, extremes);
+    expect_tile_equals_dots(amx::tile_repack_gemm_q2_k, ref::repack_gemm_q2_k, n, nr, nt, m.x.data(),
+                            row_bytes(G::Q2_K, n), m.y.data(), row_bytes(G::Q8_K, n), 3,
+                            fmt::format("extremes={}", extremes));
+  });
+  EXPECT_EQ(cases, 3 * 10 * 3);
+}
+
+TEST(QuantAmx, TileQ2_KHonoursStrides) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  Rng rng;
+  constexpr int64_t n = 512, nr = 19, nt = 21;
+  const Q2KMatrices m(n, nr, nt, rng, 0);
+  expect_tile_honours_strides(G::Q2_K, amx::tile_repack_gemm_q2_k, n, nr, nt, m.x, m.y);
 }
 
 // Rows and tokens read in place with their strides (a weight slab's rows, a wider activation scratch).

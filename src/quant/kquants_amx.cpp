@@ -11,6 +11,9 @@
 //     (a transpose of each Q8_K block's 4-byte groups); the B tiles hold the weights times their scale (int16)
 //     split into a signed high and low byte, so lane = 256 * hi-dot + lo-dot exactly. Then the lane's FMA per
 //     super-block (Q5_K: and its mins x bsums product) and ggml's horizontal sum of the 8 lanes.
+//   Q2_K (ref::repack_gemm_q2_k, the batched prompt path): the 2-bit quants times their sub-block's 4-bit scale
+//     (at most 45, an int8) in the B tiles, so the four TDPBSSD of a half super-block sum its exact scaled dot;
+//     mins x bsums in int32; then the reference's two FMAs a half.
 //   IQ4_XS (vec_dot_iq4_xs): the same lanes, its quants the non-linear levels (signed) times the 6-bit scale less 32.
 // A lone token (generation) keeps the AVX-512 kernels: it would fill one row of the 16-token tiles.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -269,6 +272,96 @@ inline __m512i pair16(__m512i a, __m512i b) {
   return _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(b, 16));
 }
 
+// One Q2_K super-block of rows [0, nr) (nr <= 16), lane r = row r (zero beyond nr).
+struct Q2KRows16 {
+  static constexpr int kAcc = 2;  // per token: acc, acc_min
+  static constexpr uint64_t kBlockBytes = sizeof(BlockQ2_K);
+  // B tiles: bt[k][j][4r + i] = element 32k + 4j + i of row r times its 16-element sub-block's scale.
+  alignas(64) int8_t bt[kSub][kGroups][64];
+  __m512i mins[kSub];  // int16 pairs (min 2p, min 2p + 1) of sub-blocks 2p, 2p + 1, against bsums 2p, 2p + 1
+  __m512 d, dmin;
+
+  Q2KRows16(const uint8_t* b0, uint64_t x_row, int64_t nr) {
+    const RowGather gather(b0, x_row, nr);
+    __m512i sc[16], mn[16];  // per 16-element sub-block: its scale and min as int32
+    for (int m = 0; m < 4; ++m) {
+      const __m512i four = gather(offsetof(BlockQ2_K, scales) + 4 * m);
+      for (int b = 0; b < 4; ++b) {
+        const __m512i byte = _mm512_and_si512(_mm512_srli_epi32(four, 8 * b), _mm512_set1_epi32(0xFF));
+        sc[4 * m + b] = _mm512_and_si512(byte, _mm512_set1_epi32(0xF));
+        mn[4 * m + b] = _mm512_srli_epi32(byte, 4);
+      }
+    }
+    for (int p = 0; p < 8; ++p) mins[p] = pair16(mn[2 * p], mn[2 * p + 1]);
+    const __m512i three = _mm512_set1_epi8(3), even = _mm512_set1_epi16(0x00FF);
+    for (int h = 0; h < 2; ++h)  // a half: qs[32h..32h+31], the 32 elements 32k.. of k = 4h + s at shift 2s
+      for (int j = 0; j < kGroups; ++j) {
+        const __m512i q = gather(offsetof(BlockQ2_K, qs) + 32 * h + 4 * j);
+        for (int s = 0; s < 4; ++s) {
+          const int k = 4 * h + s, g = 2 * k + j / 4;  // bytes 0-15 in sub-block 2k, 16-31 in 2k + 1
+          const __m512i v = _mm512_and_si512(_mm512_srli_epi16(q, 2 * s), three);
+          const __m512i scale16 = pair16(sc[g], sc[g]);
+          const __m512i we = _mm512_mullo_epi16(_mm512_and_si512(v, even), scale16);
+          const __m512i wo = _mm512_mullo_epi16(_mm512_srli_epi16(v, 8), scale16);
+          _mm512_store_si512(bt[k][j], _mm512_or_si512(we, _mm512_slli_epi16(wo, 8)));
+        }
+      }
+    // d and dmin end the 84-byte block: one dword from d holds both (one from dmin would read past the row).
+    const __m512i dd = gather(offsetof(BlockQ2_K, d));
+    d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+  }
+
+  // acc[t] (acc, acc_min) of tokens [0, nt) (nt <= 16) += their super-block `i` against the rows (y: the group's
+  // first token): per half, acc += isum * (h2f(x.d) * y.d), acc_min += imin * (h2f(x.dmin) * y.d).
+  void token_group(int64_t nt, const uint8_t* y, uint64_t y_row, int64_t i, float (*acc_io)[kAcc][kTile]) const {
+    const uint8_t* blocks = y + i * sizeof(BlockQ8_K);
+    alignas(64) int8_t padded[kTile][kQK_K];
+    const uint8_t* a = blocks + kQsOffset;
+    uint64_t a_stride = y_row;
+    if (nt < kTile) {
+      std::memset(padded, 0, sizeof(padded));
+      for (int64_t t = 0; t < nt; ++t) std::memcpy(padded[t], a + t * y_row, kQK_K);
+      a = reinterpret_cast<const uint8_t*>(padded), a_stride = kQK_K;
+    }
+    // Half 0 into tmm0 (A tmm2, B tmm4), half 1 into tmm1 (A tmm3, B tmm5).
+    _tile_zero(0);
+    _tile_zero(1);
+    for (int s = 0; s < 4; ++s) {
+      _tile_loadd(2, a + 32 * s, a_stride);
+      _tile_loadd(4, bt[s], 64);
+      _tile_dpbssd(0, 2, 4);
+      _tile_loadd(3, a + 32 * (4 + s), a_stride);
+      _tile_loadd(5, bt[4 + s], 64);
+      _tile_dpbssd(1, 3, 5);
+    }
+    alignas(64) int32_t c[2][kTile][kTile];
+    _tile_stored(0, c[0], kTile * 4);
+    _tile_stored(1, c[1], kTile * 4);
+    for (int64_t t = 0; t < nt; ++t) {
+      const BlockQ8_K& b = *reinterpret_cast<const BlockQ8_K*>(blocks + t * y_row);
+      const __m512 yd = _mm512_set1_ps(b.d), dt = _mm512_mul_ps(d, yd), dmint = _mm512_mul_ps(dmin, yd);
+      __m512 acc = _mm512_load_ps(acc_io[t][0]), acc_min = _mm512_load_ps(acc_io[t][1]);
+      for (int h = 0; h < 2; ++h) {
+        __m512i imin = _mm512_setzero_si512();
+        for (int p = 4 * h; p < 4 * h + 4; ++p) {
+          int32_t bs;  // bsums 2p, 2p + 1 as one int16 pair
+          std::memcpy(&bs, b.bsums + 2 * p, sizeof(bs));
+          imin = _mm512_dpwssd_epi32(imin, mins[p], _mm512_set1_epi32(bs));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[h][t])), dt, acc);
+        acc_min = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dmint, acc_min);
+      }
+      _mm512_store_ps(acc_io[t][0], acc);
+      _mm512_store_ps(acc_io[t][1], acc_min);
+    }
+  }
+
+  static __m512 finish(const float (&acc)[kAcc][kTile]) {
+    return _mm512_sub_ps(_mm512_load_ps(acc[0]), _mm512_load_ps(acc[1]));
+  }
+};
+
 // One Q6_K super-block of rows [0, nr) (nr <= 16), lane r = row r (zero beyond nr), in vec_dot_q6_k's order:
 // stored quants 0..63, and each lane less 32 x (bsums x scales) of sub-blocks 2L, 2L + 1.
 struct Q6KRows16 : LaneTiles {
@@ -463,6 +556,7 @@ void gemm_tiles(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row
 }  // namespace
 
 TT_TILE_DECL(tile_repack_gemm_q4_k) { gemm_tiles<Q4KRows16>(n, nr, nt, x, x_row, y, y_row, out, ldo); }
+TT_TILE_DECL(tile_repack_gemm_q2_k) { gemm_tiles<Q2KRows16>(n, nr, nt, x, x_row, y, y_row, out, ldo); }
 
 TT_TILE_DECL(tile_q6_k) {
   if (nt == 1) return avx512::tile_q6_k(n, nr, nt, x, x_row, y, y_row, out, ldo);

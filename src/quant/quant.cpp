@@ -141,6 +141,15 @@ PerIsa<std::optional<BatchedKernels>> q8_0_amx(const PerIsa<DotKernel>& vec_dot)
   return out;
 }
 
+// Q2_K is repacked only where llama.cpp has its AVX-512 kernels; its gemm on AMX tiles where the CPU has them.
+PerIsa<std::optional<BatchedKernels>> q2_k_repacked() {
+  auto out = from_isa<std::optional<BatchedKernels>>(
+      Isa::kAvx512Vnni, std::nullopt,
+      repacked(DotKernel{avx512::repack_gemv_q2_k}, DotKernel{avx512::repack_gemm_q2_k}));
+  for (Isa i : {Isa::kAmxExact, Isa::kAmx}) out[static_cast<int>(i)]->batch.tile = amx::tile_repack_gemm_q2_k;
+  return out;
+}
+
 constexpr size_t kTypes = 17;
 
 const std::array<Entry, kTypes>& entries() {
@@ -230,7 +239,6 @@ const std::array<Entry, kTypes>& entries() {
        .dequantize_row = ref::dequantize_q8_1,
        .quantize_row = ref::quantize_q8_1,
        .quantize_activations = each_isa(TT_EACH_ISA(quantize_q8_1_x86))},
-      // Q2_K is repacked only where llama.cpp has its AVX-512 kernels.
       {.type = G::Q2_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,
@@ -239,9 +247,7 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_q2_k,
        .vec_dot_ref = ref::vec_dot_q2_k,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q2_k)),
-       .batched = from_isa<std::optional<BatchedKernels>>(
-           Isa::kAvx512Vnni, std::nullopt,
-           repacked(DotKernel{avx512::repack_gemv_q2_k}, DotKernel{avx512::repack_gemm_q2_k}))},
+       .batched = q2_k_repacked()},
       {.type = G::Q3_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,
