@@ -162,6 +162,7 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
   void scale_f16(uint16_t* acc, float s, int64_t n);                      \
   TT_ATTEND_F16_DECL(attend_f16);                                         \
   TT_TILE_DECL(tile_q8_0);                                                \
+  TT_TILE_DECL(tile_q5_0);                                                \
   TT_TILE_DECL(tile_q6_k);                                                \
   TT_TILE_DECL(tile_repack_q4_0);                                         \
   TT_TILE_DECL(tile_repack_iq4_nl);                                       \

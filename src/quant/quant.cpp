@@ -213,7 +213,7 @@ const std::array<Entry, kTypes>& entries() {
        .dequantize_row = ref::dequantize_q5_0,
        .quantize_row = ref::quantize_q5_0,
        .vec_dot_ref = ref::vec_dot_q5_0,
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q5_0))},
+       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q5_0), TT_SIMD(tile_q5_0))},
       {.type = G::Q5_1,
        .vec_dot_type = G::Q8_1,
        .block_size = kQK5_1,
