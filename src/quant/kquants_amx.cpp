@@ -72,6 +72,22 @@ void scales_mins_k4(const uint8_t* b0, uint64_t x_row, int64_t nr, int32_t (&s)[
     }
 }
 
+// The A tiles of a group of nt (<= 16) tokens' Q8_K quants of one super-block (blocks: the first token's): read in
+// place, or for a short group a copy with zero rows beyond its tokens.
+struct TokenQuants {
+  alignas(64) int8_t padded[kTile][kQK_K];
+  const uint8_t* a;
+  uint64_t stride;
+  TokenQuants(const uint8_t* blocks, uint64_t y_row, int64_t nt) : a(blocks + kQsOffset), stride(y_row) {
+    if (nt == kTile) return;
+    std::memset(padded, 0, sizeof(padded));
+    for (int64_t t = 0; t < nt; ++t) std::memcpy(padded[t], a + t * y_row, kQK_K);
+    a = reinterpret_cast<const uint8_t*>(padded), stride = kQK_K;
+  }
+  TokenQuants(const TokenQuants&) = delete;
+  TokenQuants& operator=(const TokenQuants&) = delete;
+};
+
 // One Q4_K super-block of rows [0, nr) (nr <= 16), lane r = row r (zero beyond nr).
 struct Q4KRows16 {
   static constexpr int kAcc = 2;  // per token: acc, acc_min
@@ -102,15 +118,9 @@ struct Q4KRows16 {
   // first token).
   void token_group(int64_t nt, const uint8_t* y, uint64_t y_row, int64_t i, float (*acc_io)[kAcc][kTile]) const {
     const uint8_t* blocks = y + i * sizeof(BlockQ8_K);
-    // A tiles: the tokens' quants in place, or for a short group a copy with zero rows beyond its tokens.
-    alignas(64) int8_t padded[kTile][kQK_K];
-    const uint8_t* a = blocks + kQsOffset;
-    uint64_t a_stride = y_row;
-    if (nt < kTile) {
-      std::memset(padded, 0, sizeof(padded));
-      for (int64_t t = 0; t < nt; ++t) std::memcpy(padded[t], a + t * y_row, kQK_K);
-      a = reinterpret_cast<const uint8_t*>(padded), a_stride = kQK_K;
-    }
+    const TokenQuants quants(blocks, y_row, nt);
+    const uint8_t* a = quants.a;
+    const uint64_t a_stride = quants.stride;
     __m512 dt[kTile], dmint[kTile], acc[kTile], acc_min[kTile];
     for (int64_t t = 0; t < nt; ++t) {
       acc[t] = _mm512_load_ps(acc_io[t][0]);
@@ -316,14 +326,9 @@ struct Q2KRows16 {
   // first token): per half, acc += isum * (h2f(x.d) * y.d), acc_min += imin * (h2f(x.dmin) * y.d).
   void token_group(int64_t nt, const uint8_t* y, uint64_t y_row, int64_t i, float (*acc_io)[kAcc][kTile]) const {
     const uint8_t* blocks = y + i * sizeof(BlockQ8_K);
-    alignas(64) int8_t padded[kTile][kQK_K];
-    const uint8_t* a = blocks + kQsOffset;
-    uint64_t a_stride = y_row;
-    if (nt < kTile) {
-      std::memset(padded, 0, sizeof(padded));
-      for (int64_t t = 0; t < nt; ++t) std::memcpy(padded[t], a + t * y_row, kQK_K);
-      a = reinterpret_cast<const uint8_t*>(padded), a_stride = kQK_K;
-    }
+    const TokenQuants quants(blocks, y_row, nt);
+    const uint8_t* a = quants.a;
+    const uint64_t a_stride = quants.stride;
     // Half 0 into tmm0 (A tmm2, B tmm4), half 1 into tmm1 (A tmm3, B tmm5).
     _tile_zero(0);
     _tile_zero(1);
