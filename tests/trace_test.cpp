@@ -299,6 +299,20 @@ TEST(Trace, WeightsInMemoryOrMappedGiveTheSameRun) {
   EXPECT_EQ(run_experiment(o, nullptr).run_json["options"]["weights"], "mapped");
 }
 
+// A model file larger than the memory available is mapped, and the run says why; one that fits is read.
+TEST(Trace, WeightsTooLargeForMemoryAreMappedWithANote) {
+  std::string why;
+  EXPECT_EQ(default_residency(uint64_t{1} << 30, uint64_t{2} << 30, &why), FileResidency::IN_MEMORY);
+  EXPECT_TRUE(why.empty()) << why;
+  EXPECT_EQ(default_residency(uint64_t{3} << 30, uint64_t{2} << 30, &why), FileResidency::MAPPED);
+  EXPECT_NE(why.find("3.00 GiB"), std::string::npos) << why;
+  EXPECT_NE(why.find("--mmap"), std::string::npos) << why;
+  EXPECT_GT(memory_available(), uint64_t{0});
+  EXPECT_EQ(default_residency(test::repo_path("models/stories260K.gguf"), &why), FileResidency::IN_MEMORY);
+  // A file that cannot be sized is left to the loader, which names the problem.
+  EXPECT_EQ(default_residency("/nonexistent/model.gguf", &why), FileResidency::IN_MEMORY);
+}
+
 TEST(Trace, ErrorLeavesNoRunDirectory) {
   TempDir tmp;
   const std::string dir = (tmp.path / "run").string();

@@ -252,7 +252,10 @@ int bench(BenchArgs a) {
   if (a.model.empty()) fail("bench: -m MODEL is required (unless --bandwidth)");
   limit_kernel_isa(a.kernel_isa);  // before the model's tensors meet the kernel table
   if (a.n_prompt <= 0 && a.n_gen <= 0) fail("nothing to measure: -p and -n are both 0");
-  std::unique_ptr<Model> model = load_model(a.model, a.mmap ? FileResidency::MAPPED : FileResidency::IN_MEMORY);
+  std::string why;
+  const FileResidency residency = a.mmap ? FileResidency::MAPPED : default_residency(a.model, &why);
+  if (!why.empty()) fmt::print(stderr, "note: {}\n", why);
+  std::unique_ptr<Model> model = load_model(a.model, residency);
   uint64_t weight_bytes = 0;
   for (const GgufTensorInfo& t : model->file->tensors()) weight_bytes += t.size_bytes;
   // Generation reads every weight once per token except the embedding table (only one row).

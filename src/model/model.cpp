@@ -1,5 +1,13 @@
 #include "model/model.h"
 
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,6 +25,33 @@ std::unique_ptr<Model> load_model(const std::string& path, FileResidency residen
     fail("{}: the tokenizer has {} tokens but token_embd.weight has only {} rows", path, m->tokenizer->n_vocab(),
          m->config.n_vocab);
   return m;
+}
+
+FileResidency default_residency(uint64_t file_bytes, uint64_t available_bytes, std::string* why) {
+  if (file_bytes <= available_bytes) return FileResidency::IN_MEMORY;
+  if (why)
+    *why = fmt::format(
+        "the model file ({:.2f} GiB) is larger than the memory available ({:.2f} GiB): its weights are "
+        "mapped in place, as with --mmap",
+        file_bytes / 1073741824.0, available_bytes / 1073741824.0);
+  return FileResidency::MAPPED;
+}
+
+FileResidency default_residency(const std::string& path, std::string* why) {
+  std::error_code ec;
+  const uint64_t bytes = std::filesystem::file_size(path, ec);
+  return ec ? FileResidency::IN_MEMORY : default_residency(bytes, memory_available(), why);
+}
+
+uint64_t memory_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024;
+    meminfo.ignore(64, '\n');
+  }
+  return UINT64_MAX;
 }
 
 }  // namespace tt

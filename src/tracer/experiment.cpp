@@ -170,9 +170,15 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
 
   const std::optional<WeightStoreOptions> store_options = weight_store_options(o);
   if (o.progress) fmt::print(stderr, "loading {} ...\n", o.model_path);
-  // Runs that study how weights come from the file map it; the rest read it into memory (FileResidency).
-  const bool mapped = o.mmap || o.cold || o.trace_options.io || o.prefetch != "none" || store_options;
-  std::unique_ptr<Model> model = load_model(o.model_path, mapped ? FileResidency::MAPPED : FileResidency::IN_MEMORY);
+  // Runs that study how weights come from the file map it; the rest read it into memory if it fits
+  // (default_residency).
+  std::string why;
+  const FileResidency residency = o.mmap || o.cold || o.trace_options.io || o.prefetch != "none" || store_options
+                                      ? FileResidency::MAPPED
+                                      : default_residency(o.model_path, &why);
+  if (!why.empty()) fmt::print(stderr, "note: {}\n", why);
+  const bool mapped = residency == FileResidency::MAPPED;
+  std::unique_ptr<Model> model = load_model(o.model_path, residency);
   const bool moe = model->config.n_expert > 0;
   if (store_options && o.prefetch == "predicted" && !moe)
     fail("--prefetch predicted needs a mixture-of-experts model (it prefetches the predicted experts); use next-layer");
