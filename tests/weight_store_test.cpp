@@ -32,13 +32,21 @@ WeightStoreOptions opts(const std::string& budget, cache::Policy policy,
 
 // The logits of the prompt step and of n greedy steps after it (moe_predict: the engine predicts next layers'
 // experts, which next-layer prefetch needs on a mixture-of-experts model).
+// Long enough that each layer of the prompt step computes for a while: the prefetcher thread (NEXT_LAYER) then
+// reads the next layer's units ahead of demand even on a machine where the compute threads are quick (AMX tiles made
+// TinyLLama-v0's prompt of 5 tokens too short for the prefetcher to win a unit now and then).
+constexpr const char* kPrompt =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. "
+    "One day, she saw a big red ball under a tall tree. She ran to the tree and picked up the ball. Then she threw "
+    "the ball to her friend Tom, and they laughed and played together until the sun went down.";
+
 std::vector<std::vector<float>> greedy_logits(const Model& model, WeightStore* store, int n, int threads = 2,
                                               bool moe_predict = false) {
   EngineOptions eo{0, threads};
   eo.moe_predict = moe_predict;
   Engine engine(model, eo);
   if (store) engine.set_residency(store);
-  std::vector<int32_t> tokens = model.tokenizer->encode("Once upon a time", true);
+  std::vector<int32_t> tokens = model.tokenizer->encode(kPrompt, true);
   std::vector<std::vector<float>> out;
   std::span<const float> logits = engine.eval(tokens);
   for (int i = 0;; ++i) {
@@ -208,7 +216,7 @@ TEST(WeightStore, ResidentSetWithinBudgetWithPrefetch) {
     WeightStore store(*model, opts(budget, cache::Policy::LRU, WeightStoreOptions::Prefetch::NEXT_LAYER));
     Engine engine(*model, {0, 2});
     engine.set_residency(&store);
-    std::vector<int32_t> tokens = model->tokenizer->encode("Once upon a time", true);
+    std::vector<int32_t> tokens = model->tokenizer->encode(kPrompt, true);
     engine.eval(tokens);
     for (int i = 0; i < 6; ++i) {
       // The prefetcher may be reading now: the kernel's count of the region's pages stays within the budget.
