@@ -988,75 +988,55 @@ std::vector<uint8_t> k_quant_rows(G type, int64_t n, int64_t nr, Rng& rng, int e
   return x;
 }
 
-// A Q4_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
-// every row have all nibbles 15 and all 6-bit scales and mins 63, and the activations are q8_k_activations'.
-struct Q4KMatrices {
+// nr random rows of n `Block` weights and nt Q8_K activation rows (q8_k_activations', their low extreme kLowest);
+// with `extremes`, alternate super-blocks of every row get kPatch(block, high, extremes): the type's stored extremes.
+template <typename Block, G kType, void (*kPatch)(Block&, bool, int), int8_t kLowest = -128>
+struct KQuantMatrices {
   std::vector<uint8_t> x, y;
-  Q4KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
-      : x(k_quant_rows<BlockQ4_K>(G::Q4_K, n, nr, rng, extremes,
-                                  [](BlockQ4_K& blk, bool) {
-                                    std::memset(blk.qs, 0xFF, sizeof(blk.qs));
-                                    std::memset(blk.scales, 0xFF, sizeof(blk.scales));
-                                  })),
-        y(q8_k_activations(n, nt, rng, extremes)) {}
+  KQuantMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
+      : x(k_quant_rows<Block>(kType, n, nr, rng, extremes,
+                              [&](Block& blk, bool high) { kPatch(blk, high, extremes); })),
+        y(q8_k_activations(n, nt, rng, extremes, kLowest)) {}
 };
 
-// Q2_K: quants 3 and 0, scales and mins 15.
-struct Q2KMatrices {
-  std::vector<uint8_t> x, y;
-  Q2KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
-      : x(k_quant_rows<BlockQ2_K>(G::Q2_K, n, nr, rng, extremes,
-                                  [](BlockQ2_K& blk, bool high) {
-                                    std::memset(blk.qs, high ? 0xFF : 0x00, sizeof(blk.qs));
-                                    std::memset(blk.scales, 0xFF, sizeof(blk.scales));
-                                  })),
-        y(q8_k_activations(n, nt, rng, extremes)) {}
-};
+// Q4_K: all nibbles 15, all 6-bit scales and mins 63.
+void q4_k_extremes(BlockQ4_K& blk, bool, int) {
+  std::memset(blk.qs, 0xFF, sizeof(blk.qs));
+  std::memset(blk.scales, 0xFF, sizeof(blk.scales));
+}
+using Q4KMatrices = KQuantMatrices<BlockQ4_K, G::Q4_K, q4_k_extremes>;
 
-// A Q6_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
-// every row have all quants 63 or all 0 (the stored extremes) and all scales 127 (extremes 1) or -128 (extremes 2),
-// and the activations are q8_k_activations'.
-struct Q6KMatrices {
-  std::vector<uint8_t> x, y;
-  Q6KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
-      : x(k_quant_rows<BlockQ6_K>(G::Q6_K, n, nr, rng, extremes,
-                                  [&](BlockQ6_K& blk, bool high) {
-                                    std::memset(blk.ql, high ? 0xFF : 0x00, sizeof(blk.ql));
-                                    std::memset(blk.qh, high ? 0xFF : 0x00, sizeof(blk.qh));
-                                    std::fill(std::begin(blk.scales), std::end(blk.scales),
-                                              static_cast<int8_t>(extremes > 1 ? -128 : 127));
-                                  })),
-        y(q8_k_activations(n, nt, rng, extremes)) {}
-};
+// Q2_K: quants 3 or 0, scales and mins 15.
+void q2_k_extremes(BlockQ2_K& blk, bool high, int) {
+  std::memset(blk.qs, high ? 0xFF : 0x00, sizeof(blk.qs));
+  std::memset(blk.scales, 0xFF, sizeof(blk.scales));
+}
+using Q2KMatrices = KQuantMatrices<BlockQ2_K, G::Q2_K, q2_k_extremes>;
 
-// A Q5_K matrix of nr rows x n and nt Q8_K activation rows, random; with `extremes`, alternate super-blocks of
-// every row have all quants 31 or all 0 and all 6-bit scales and mins 63, and the activations are
-// q8_k_activations'.
-struct Q5KMatrices {
-  std::vector<uint8_t> x, y;
-  Q5KMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
-      : x(k_quant_rows<BlockQ5_K>(G::Q5_K, n, nr, rng, extremes,
-                                  [](BlockQ5_K& blk, bool high) {
-                                    std::memset(blk.qs, high ? 0xFF : 0x00, sizeof(blk.qs));
-                                    std::memset(blk.qh, high ? 0xFF : 0x00, sizeof(blk.qh));
-                                    std::memset(blk.scales, 0xFF, sizeof(blk.scales));
-                                  })),
-        y(q8_k_activations(n, nt, rng, extremes)) {}
-};
+// Q6_K: quants 63 or 0, all scales 127 (extremes 1) or -128 (extremes 2).
+void q6_k_extremes(BlockQ6_K& blk, bool high, int extremes) {
+  std::memset(blk.ql, high ? 0xFF : 0x00, sizeof(blk.ql));
+  std::memset(blk.qh, high ? 0xFF : 0x00, sizeof(blk.qh));
+  std::fill(std::begin(blk.scales), std::end(blk.scales), static_cast<int8_t>(extremes > 1 ? -128 : 127));
+}
+using Q6KMatrices = KQuantMatrices<BlockQ6_K, G::Q6_K, q6_k_extremes>;
 
-struct IQ4XSMatrices {
-  std::vector<uint8_t> x, y;
-  IQ4XSMatrices(int64_t n, int64_t nr, int64_t nt, Rng& rng, int extremes)
-      : x(k_quant_rows<BlockIQ4_XS>(G::IQ4_XS, n, nr, rng, extremes,
-                                    [](BlockIQ4_XS& blk, bool high) {  // levels 113 or -127, scales 31 or -32
-                                      std::memset(blk.qs, high ? 0xFF : 0x00, sizeof(blk.qs));
-                                      std::memset(blk.scales_l, high ? 0xFF : 0x00, sizeof(blk.scales_l));
-                                      blk.scales_h = high ? 0xFFFF : 0x0000;
-                                    })),
-        // -127, the lowest Q8_K's quantizer gives: at -128 vec_dot_iq4_xs's sign trick (ggml's) wraps to +128's
-        // negation, which the tile's exact products do not copy.
-        y(q8_k_activations(n, nt, rng, extremes, -127)) {}
-};
+// Q5_K: quants 31 or 0, all 6-bit scales and mins 63.
+void q5_k_extremes(BlockQ5_K& blk, bool high, int) {
+  std::memset(blk.qs, high ? 0xFF : 0x00, sizeof(blk.qs));
+  std::memset(blk.qh, high ? 0xFF : 0x00, sizeof(blk.qh));
+  std::memset(blk.scales, 0xFF, sizeof(blk.scales));
+}
+using Q5KMatrices = KQuantMatrices<BlockQ5_K, G::Q5_K, q5_k_extremes>;
+
+// IQ4_XS: levels 113 or -127, scales 31 or -32. Activations down to -127, the lowest Q8_K's quantizer gives: at -128
+// vec_dot_iq4_xs's sign trick (ggml's) wraps to +128's negation, which the tile's exact products do not copy.
+void iq4_xs_extremes(BlockIQ4_XS& blk, bool high, int) {
+  std::memset(blk.qs, high ? 0xFF : 0x00, sizeof(blk.qs));
+  std::memset(blk.scales_l, high ? 0xFF : 0x00, sizeof(blk.scales_l));
+  blk.scales_h = high ? 0xFFFF : 0x0000;
+}
+using IQ4XSMatrices = KQuantMatrices<BlockIQ4_XS, G::IQ4_XS, iq4_xs_extremes, -127>;
 
 // The cases of the K-quant AMX tile tests: lengths of 1, 3 and 8 super-blocks; rows and tokens that are and are
 // not multiples of the 16 of a tile; random blocks and both kinds of integer extremes. check(n, nr, nt, extremes)
