@@ -694,6 +694,63 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
   }
 }
 
+// Q8_0 rows in groups of 16 (RowGroups): the layout is a permutation of the rows' bytes that ungroups back to them,
+// and every tile kernel of the layout gives its vec_dot's outputs on the file's rows exactly (the reference tile the
+// scalar reference's; the table's and AVX-512's the SIMD order of the records): whole groups, groups then a tail of
+// fewer rows in file order, one token and several, the weights' quants over the full range (-128 included). The
+// activations are the quantizer's (-127..127: at -128 ggml's sign trick wraps, which the tiles' exact sums do not).
+TEST(QuantRowGroups, Q8_0TilesEqualVecDotOnTheFilesRows) {
+  Rng rng;
+  struct Case {
+    std::string name;
+    TileFn tile;
+    VecDotFn dot;
+  };
+  std::vector<Case> tiles = {{"ref", ref::tile_q8_0_rows16, ref::vec_dot_q8_0}};
+  if (const auto& g = find_kernels(G::Q8_0)->row_groups)
+    tiles.push_back({"table", g->kernel.tile, find_kernels(G::Q8_0)->vec_dot.dot});
+  if (cpu_sets().avx512) tiles.push_back({"avx512", avx512::tile_q8_0_rows16, avx512::vec_dot_q8_0});
+  for (int64_t n : {32, 96, 256, 2080}) {
+    const uint64_t x_row = row_bytes(G::Q8_0, n);
+    for (auto [nr, nt] : {std::pair<int64_t, int64_t>{16, 1}, {16, 2}, {32, 3}, {21, 5}, {5, 2}, {48, 4}}) {
+      std::vector<uint8_t> rows, grouped, y;
+      for (int64_t r = 0; r < nr; ++r) {
+        const auto row = random_weights(G::Q8_0, n, rng, false);
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      for (int64_t t = 0; t < nt; ++t) {
+        const auto row = random_activations(G::Q8_0, n, rng, false);
+        y.insert(y.end(), row.begin(), row.end());
+      }
+      grouped = rows;
+      std::vector<uint8_t> back(16 * x_row);
+      for (int64_t r = 0; r + 16 <= nr; r += 16) {
+        ref::group_rows_q8_0(rows.data() + r * x_row, grouped.data() + r * x_row, n);
+        ref::ungroup_rows_q8_0(grouped.data() + r * x_row, back.data(), n);
+        ASSERT_TRUE(std::equal(back.begin(), back.end(), rows.begin() + r * x_row)) << "n=" << n << " group " << r;
+      }
+      if (nr >= 16) {
+        ASSERT_NE(grouped, rows);
+        std::vector<uint8_t> a = rows, b = grouped;
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        ASSERT_EQ(a, b) << "the groups hold the rows' bytes";
+      }
+      for (const auto& [name, tile, dot] : tiles) {
+        const int64_t ldo = nr + 3;
+        std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
+        tile(n, nr, nt, grouped.data(), x_row, y.data(), x_row, got.data(), ldo);
+        for (int64_t t = 0; t < nt; ++t)
+          for (int64_t r = 0; r < nr; ++r) dot(n, &want[t * ldo + r], rows.data() + r * x_row, y.data() + t * x_row);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << name << " n=" << n << " nr=" << nr << " nt=" << nt << " token " << i / ldo << ", row " << i % ldo
+              << ": " << got[i] << " vs " << want[i];
+      }
+    }
+  }
+}
+
 // Rows of F16 shorter than the SIMD step are all tail: ggml adds their products one by one in double, in order,
 // from +0.0, which ref::vec_dot_f16 does for every length. Tiny products first, then +big and -big: in order the
 // tiny ones are lost in big (0 at the end), in any other order not, so the order is pinned to the bit.

@@ -28,6 +28,11 @@ void HugePageMemory::make_read_only() {
     fail("cannot make {} bytes read-only: {}", size_, std::strerror(errno));
 }
 
+void HugePageMemory::make_writable() {
+  if (::mprotect(data_, std::max<size_t>(size_, 1), PROT_READ | PROT_WRITE) != 0)
+    fail("cannot make {} bytes writable: {}", size_, std::strerror(errno));
+}
+
 MappedFile::MappedFile(const std::string& path, FileResidency residency) : path_(path), residency_(residency) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
@@ -79,6 +84,13 @@ void MappedFile::read_into_memory() {
   }
   memory_->make_read_only();
   data_ = memory_->data();
+}
+
+void MappedFile::rewrite(const std::function<void(uint8_t* data)>& edit) {
+  if (!memory_) fail("'{}' is mapped in place: its bytes cannot be rewritten", path_);
+  memory_->make_writable();
+  edit(memory_->data());
+  memory_->make_read_only();
 }
 
 MappedFile::~MappedFile() {

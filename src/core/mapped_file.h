@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +28,7 @@ class HugePageMemory {
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   void make_read_only();
+  void make_writable();
 
  private:
   uint8_t* data_ = nullptr;
@@ -47,6 +49,9 @@ class MappedFile {
   const std::string& path() const { return path_; }
   int fd() const { return fd_; }
   FileResidency residency() const { return residency_; }
+  // IN_MEMORY: `edit` may rewrite the copy (the loader stores weight rows the way its kernels read them), which is
+  // read-only again after. An Error for a mapped file.
+  void rewrite(const std::function<void(uint8_t* data)>& edit);
 
  private:
   void read_into_memory();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -111,6 +112,10 @@ class GgufFile {
   int fd() const { return mapping_ ? mapping_->fd() : -1; }
   // How the file's bytes are held; in-memory data (parse()) reads IN_MEMORY.
   FileResidency residency() const { return mapping_ ? mapping_->residency() : FileResidency::IN_MEMORY; }
+  // Whether the bytes are this object's private copy (opened IN_MEMORY), which rewrite() may change.
+  bool rewritable() const { return mapping_ && mapping_->residency() == FileResidency::IN_MEMORY; }
+  // Lets `edit` rewrite the copy's bytes (MappedFile::rewrite); the parsed metadata must stay as it is.
+  void rewrite(const std::function<void(uint8_t* data)>& edit) { mapping_->rewrite(edit); }
 
  private:
   GgufFile() = default;

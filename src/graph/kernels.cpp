@@ -194,6 +194,7 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   // Weights llama.cpp multiplies with other kernels than vec_dot get the same kernel per token (see BatchedKernels).
   const BatchedKernels* batched = batched_for(*k, K, N, ctx.llamacpp_build);
   auto dot_for = [&](int64_t t) -> const DotKernel& {
+    if (w.rows_grouped) return k->row_groups->kernel;
     return batched == nullptr ? k->vec_dot : batched->for_token(t, M);
   };
   float* dst = out.as<float>();
@@ -201,7 +202,7 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   // machine slows down takes fewer instead of holding the others at the barrier. The smallest chunks are 1/64 of
   // the tiles, at most 8 (a large output projection's last chunks then cost a few microseconds, not tens).
   // Every output is computed the same way whichever thread takes it.
-  constexpr int64_t kRowTile = 16, kTokTile = 64;
+  constexpr int64_t kRowTile = kRowGroup, kTokTile = 64;  // a tile of grouped rows is one group
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
   for_each_shrinking_chunk(ctx, tiles, std::min<int64_t>(tiles / 64, 8), [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t rows_begin = tile_begin * kRowTile, rows_end = std::min(N, tile_end * kRowTile);
@@ -287,9 +288,9 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
     y = ctx.scratch;
   }
   const ExpertGroups groups = group_by_expert(ids, n_expert, reinterpret_cast<int32_t*>(ctx.thread_scratch));
-  const DotKernel& dot = mul_mat_id_dot(*k, w, ctx.llamacpp_build);
+  const DotKernel& dot = w.rows_grouped ? k->row_groups->kernel : mul_mat_id_dot(*k, w, ctx.llamacpp_build);
   const uint64_t w_row = w.row_size(), slab = w.slab_stride();
-  constexpr int64_t kRowTile = 16;
+  constexpr int64_t kRowTile = kRowGroup;
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
   float* dst = n.out->as<float>();
   for_each_chunk(ctx, groups.n_active * tiles, [&](int64_t unit) {

@@ -27,6 +27,9 @@ struct Tensor {
   // 3-D expert weights: bytes from one expert's slab to the next (0: contiguous, ne[1] rows). The weight store lays
   // each slab out page-aligned so it can be loaded and dropped alone (model/weight_store.h).
   uint64_t expert_stride = 0;
+  // Weights in memory whose rows are stored in groups of 16 for the kernels (RowGroups, quant/quant.h): every 16
+  // rows of each slab, from its start; the last ne[1] % 16 rows of a slab stay in file order.
+  bool rows_grouped = false;
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }

@@ -20,6 +20,11 @@ std::unique_ptr<Model> load_model(const std::string& path, FileResidency residen
   m->file = GgufFile::open(path, residency);
   m->config = read_model_config(*m->file);
   m->weights = bind_weights(*m->file, m->config);
+  if (const int grouped = group_weight_rows(*m->file, m->weights))
+    m->weights.notes.push_back(fmt::format(
+        "{} matrices stored in memory in groups of 16 rows, one row per SIMD lane (the same bytes in another order; "
+        "docs/engine.md \"Row groups\")",
+        grouped));
   m->tokenizer = Tokenizer::from_gguf(*m->file);
   if (m->tokenizer->n_vocab() > m->config.n_vocab)
     fail("{}: the tokenizer has {} tokens but token_embd.weight has only {} rows", path, m->tokenizer->n_vocab(),

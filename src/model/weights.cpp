@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <set>
+#include <vector>
 
 #include "core/error.h"
 #include "quant/quant.h"
@@ -142,6 +144,38 @@ ModelWeights bind_weights(const GgufFile& f, ModelConfig& c) {
     fail("{}: {} tensor(s) not used by the {} architecture, e.g. '{}' (wrong architecture or layer count?)", f.path(),
          unused.size(), c.arch_name, unused.front());
   return w;
+}
+
+int group_weight_rows(GgufFile& file, ModelWeights& w) {
+  if (!file.rewritable()) return 0;
+  std::set<const Tensor*> matrices;
+  for (const LayerWeights& l : w.layers)
+    for (const Tensor* t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp, l.ffn_gate_exps,
+                            l.ffn_up_exps, l.ffn_down_exps, l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp})
+      if (t) matrices.insert(t);
+  if (!w.output_tied) matrices.insert(w.output);
+  std::vector<Tensor*> chosen;
+  for (Tensor& t : w.views) {
+    const QuantKernels* k = find_kernels(t.type);
+    if (matrices.count(&t) && k && k->row_groups && t.ne[1] >= kRowGroup) chosen.push_back(&t);
+  }
+  if (chosen.empty()) return 0;
+  file.rewrite([&](uint8_t* data) {
+    std::vector<uint8_t> group;
+    for (Tensor* t : chosen) {
+      const RowGroups& g = *find_kernels(t->type)->row_groups;
+      const uint64_t row = t->row_size();
+      group.resize(kRowGroup * row);
+      for (int64_t e = 0; e < t->ne[2]; ++e)
+        for (int64_t r = 0; r + kRowGroup <= t->ne[1]; r += kRowGroup) {
+          uint8_t* rows = data + t->offset + static_cast<uint64_t>(e) * t->slab_stride() + r * row;
+          g.group(rows, group.data(), t->ne[0]);
+          std::memcpy(rows, group.data(), group.size());
+        }
+      t->rows_grouped = true;
+    }
+  });
+  return static_cast<int>(chosen.size());
 }
 
 }  // namespace tt

@@ -52,4 +52,11 @@ struct ModelWeights {
 // got [256, 2048]"), missing tensors, types without kernels, and tensors the architecture does not use.
 ModelWeights bind_weights(const GgufFile& file, ModelConfig& config);
 
+// Where the file's bytes are a private copy (GgufFile::rewritable), stores the rows of each matrix whose type has
+// row-group kernels (QuantKernels::row_groups) in those groups, a permutation within each 16 rows, and marks the
+// tensor (Tensor::rows_grouped). The byte ranges the trace records (whole tensors and expert slabs) hold the same
+// bytes. Only matrices that MUL_MAT / MUL_MAT_ID read: the token embedding's rows are read one by one. Returns how
+// many tensors were regrouped.
+int group_weight_rows(GgufFile& file, ModelWeights& weights);
+
 }  // namespace tt

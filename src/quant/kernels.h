@@ -94,6 +94,11 @@ TT_VEC_DOT_DECL(repack_gemm_q2_k);
 // where the CPU has AMX-INT8.
 TT_VEC_DOT_DECL(amx_dot_q8_0);
 
+// Q8_0 rows in groups of 16 (RowGroups, quant.h): the layout, and its tile as ungroup + vec_dot_q8_0 per output.
+void group_rows_q8_0(const void* rows, void* grouped, int64_t n);
+void ungroup_rows_q8_0(const void* grouped, void* rows, int64_t n);
+TT_TILE_DECL(tile_q8_0_rows16);
+
 // Flash attention over an F16 cache, as llama.cpp computes it: K.Q as products of halves summed in double in
 // element order; V accumulated in halves (acc = f16(fma(v, s, acc))), rescaled in halves (acc = f16(acc * s)).
 // Measured, not assumed: llama.cpp's AVX-512 ggml_vec_dot_f16 would sum 64-element steps in four 16-lane float
@@ -181,6 +186,7 @@ TT_VEC_DOT_DECL(repack_gemm_q2_k);  // ref::repack_gemm_q2_k
 TT_TILE_DECL(tile_q4_1);            // vec_dot_q4_1 per (row, token)
 TT_TILE_DECL(tile_q5_1);            // vec_dot_q5_1 per (row, token)
 TT_TILE_DECL(tile_f16);             // vec_dot_f16 per (row, token)
+TT_TILE_DECL(tile_q8_0_rows16);     // ref::tile_q8_0_rows16: rows in groups of 16 (RowGroups)
 }  // namespace avx512
 // VDPBF16PS (files *_avx512bf16.cpp, compiled for AVX-512 + BF16): llama.cpp's BF16 orders on the instruction it
 // ran them with. Only called where the CPU has AVX512-BF16.

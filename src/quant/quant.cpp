@@ -77,6 +77,7 @@ struct Entry {
   PerIsa<QuantizeRowFn> quantize_activations = {};
   PerIsa<DotKernel> vec_dot = {};
   PerIsa<std::optional<BatchedKernels>> batched = {};
+  PerIsa<std::optional<RowGroups>> row_groups = {};
 };
 
 // A kernel's functions in the scalar reference, AVX2 and AVX-512 namespaces (the same name in each), or in the
@@ -138,6 +139,15 @@ PerIsa<std::optional<BatchedKernels>> q8_0_amx(const PerIsa<DotKernel>& vec_dot)
   out[static_cast<int>(Isa::kAmx)] =
       BatchedKernels{BatchedKernels::Grouping::kWholeBatch, [](int64_t, int64_t) { return true; },
                      vec_dot[static_cast<int>(Isa::kAmx)], DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0}};
+  return out;
+}
+
+// Q8_0 rows in groups of 16 on AVX-512 VNNI. Not on kAmx, whose prompt tiles read the file's rows.
+PerIsa<std::optional<RowGroups>> q8_0_row_groups() {
+  auto out = from_isa<std::optional<RowGroups>>(
+      Isa::kAvx512Vnni, std::nullopt,
+      RowGroups{ref::group_rows_q8_0, DotKernel{avx512::vec_dot_q8_0, avx512::tile_q8_0_rows16}});
+  out[static_cast<int>(Isa::kAmx)] = std::nullopt;
   return out;
 }
 
@@ -231,7 +241,8 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_q8_0,
        .quantize_activations = each_isa(TT_EACH_ISA(quantize_q8_0_x86)),
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q8_0), TT_SIMD(tile_q8_0)),
-       .batched = q8_0_amx(each_isa(TT_EACH_ISA(vec_dot_q8_0), TT_SIMD(tile_q8_0)))},
+       .batched = q8_0_amx(each_isa(TT_EACH_ISA(vec_dot_q8_0), TT_SIMD(tile_q8_0))),
+       .row_groups = q8_0_row_groups()},
       {.type = G::Q8_1,
        .vec_dot_type = G::Q8_1,
        .block_size = kQK8_1,
@@ -330,7 +341,8 @@ const std::array<QuantKernels, kTypes>& resolved() {
                 .quantize_activations = e.quantize_activations[i],
                 .vec_dot_ref = e.vec_dot_ref,
                 .vec_dot = e.vec_dot[i],
-                .batched = e.batched[i]};
+                .batched = e.batched[i],
+                .row_groups = e.row_groups[i]};
     }
     return out;
   }();

@@ -61,6 +61,19 @@ struct BatchedKernels {
   }
 };
 
+// Weight rows stored 16 to a group the way the AVX-512 Q8_0 kernels read them: one row per 32-bit lane, so one
+// instruction serves 16 rows and no sum crosses lanes (docs/engine.md "Row groups"). A group of 16 Q8_0 rows of n
+// elements (nb = n / 32 blocks) holds, in order: for each block, the 16 rows' scales (fp16); then, for each block b
+// and each 4-byte part i of it, the 16 rows' qs[4i, 4i + 4). The same bytes as the 16 rows in another order, so a
+// byte range of whole groups holds what the file's range holds. Mul_mat's 16-row tiles are the groups.
+constexpr int64_t kRowGroup = 16;
+struct RowGroups {
+  void (*group)(const void* rows, void* grouped, int64_t n);  // 16 rows of n elements in file order -> one group
+  // run_tile(n, nr, ...): rows [0, nr) are nr / 16 groups, then nr % 16 rows in file order (a tensor's last rows);
+  // each output bit-identical to the type's vec_dot on the file's rows.
+  DotKernel kernel;
+};
+
 // One type's entry, with the kernels of this CPU's instruction set.
 struct QuantKernels {
   GgmlType type;
@@ -76,6 +89,7 @@ struct QuantKernels {
   VecDotFn vec_dot_ref;                   // scalar reference; null for activation-only types
   DotKernel vec_dot;                      // fastest path (== vec_dot_ref when there is none)
   std::optional<BatchedKernels> batched;  // when llama.cpp multiplies this type with other kernels than vec_dot
+  std::optional<RowGroups> row_groups;    // where this instruction set multiplies rows stored in groups faster
 
   // The batched kernels for a weight of K columns and N rows, or null when every token takes vec_dot.
   const BatchedKernels* batched_for(int64_t K, int64_t N) const {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -491,6 +492,47 @@ void vec_dot_q8_0(int64_t n, float* r, const void* x, const void* y) {
 }
 void vec_dot_iq4_nl(int64_t n, float* r, const void* x, const void* y) {
   vec_dot_legacy<BlockIQ4_NL, BlockQ8_0>(n, r, x, y);
+}
+
+void group_rows_q8_0(const void* rows, void* grouped, int64_t n) {
+  const auto* in = static_cast<const BlockQ8_0*>(rows);
+  auto* d = static_cast<uint16_t*>(grouped);
+  auto* q = static_cast<uint8_t*>(grouped) + 32 * (n / 32);
+  const int64_t nb = n / 32;
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ8_0& x = in[r * nb + b];
+      d[16 * b + r] = x.d;
+      for (int i = 0; i < 8; ++i) std::memcpy(q + 512 * b + 64 * i + 4 * r, x.qs + 4 * i, 4);
+    }
+}
+
+void ungroup_rows_q8_0(const void* grouped, void* rows, int64_t n) {
+  auto* out = static_cast<BlockQ8_0*>(rows);
+  const auto* d = static_cast<const uint16_t*>(grouped);
+  const auto* q = static_cast<const uint8_t*>(grouped) + 32 * (n / 32);
+  const int64_t nb = n / 32;
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockQ8_0& x = out[r * nb + b];
+      x.d = d[16 * b + r];
+      for (int i = 0; i < 8; ++i) std::memcpy(x.qs + 4 * i, q + 512 * b + 64 * i + 4 * r, 4);
+    }
+}
+
+void tile_q8_0_rows16(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row,
+                      float* out, int64_t ldo) {
+  const auto* xb = static_cast<const uint8_t*>(x);
+  const auto* yb = static_cast<const uint8_t*>(y);
+  std::vector<uint8_t> rows(16 * x_row);
+  for (int64_t r0 = 0; r0 < nr; r0 += 16) {
+    const bool group = r0 + 16 <= nr;
+    if (group) ungroup_rows_q8_0(xb + r0 * x_row, rows.data(), n);
+    for (int64_t r = r0; r < std::min(nr, r0 + 16); ++r) {
+      const uint8_t* row = group ? rows.data() + (r - r0) * x_row : xb + r * x_row;
+      for (int64_t t = 0; t < nt; ++t) vec_dot_q8_0(n, out + t * ldo + r, row, yb + t * y_row);
+    }
+  }
 }
 
 void quantize_q4_0(const float* src, void* dst, int64_t n) {
