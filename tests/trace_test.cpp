@@ -18,7 +18,9 @@
 #include "core/error.h"
 #include "model/engine.h"
 #include "model/model.h"
+#include "quant/quant.h"
 #include "support/paths.h"
+#include "support/tiny_model.h"
 #include "trace/run_data.h"
 #include "trace/trace_file.h"
 #include "tracer/experiment.h"
@@ -272,31 +274,47 @@ TEST(Trace, OpSequenceMatchesLlamaCpp) {
   }
 }
 
-// The weights are read into memory unless the run studies the file (or --mmap asks); the results are the same.
+// The weights are read into memory unless the run studies the file (or --mmap asks); the results are the same, and
+// so are the file's hash and every recorded byte range, also where the in-memory copy stores Q8_0 matrices in row
+// groups (a tiny Q8_0 model).
 TEST(Trace, WeightsInMemoryOrMappedGiveTheSameRun) {
   TempDir tmp;
-  ExperimentOptions o = stories_options((tmp.path / "in-memory").string(), 6);
-  const ExperimentResult in_memory = run_experiment(o, nullptr);
-  o.run_dir = (tmp.path / "mapped").string();
-  o.mmap = true;
-  const ExperimentResult mapped = run_experiment(o, nullptr);
-  EXPECT_EQ(in_memory.run_json["options"]["weights"], "in-memory");
-  EXPECT_EQ(mapped.run_json["options"]["weights"], "mapped");
-  EXPECT_EQ(in_memory.generation.tokens, mapped.generation.tokens);
-  EXPECT_EQ(in_memory.run_json["model"]["xxh64"], mapped.run_json["model"]["xxh64"]);
-  const trace::TraceContents a = trace::read_trace(in_memory.run_dir + "/trace.bin");
-  const trace::TraceContents b = trace::read_trace(mapped.run_dir + "/trace.bin");
-  ASSERT_EQ(a.ops.size(), b.ops.size());
-  std::vector<uint64_t> fa, fb;
-  for (size_t i = 0; i < a.ops.size(); ++i) {  // the same file ranges and buffers either way
-    trace::placement_fields(a.ops[i], fa);
-    trace::placement_fields(b.ops[i], fb);
-    ASSERT_EQ(fa, fb) << a.ops[i].name;
+  test::TinyModelSpec q8_0;
+  q8_0.n_embd = 64;
+  q8_0.n_ff = 96;
+  q8_0.matrix_type = GgmlType::Q8_0;
+  const std::string q8_0_path = (tmp.path / "tiny-q8_0.gguf").string();
+  test::write_tiny_model(q8_0, q8_0_path);
+  for (const std::string& model : {test::repo_path("models/stories260K.gguf"), q8_0_path}) {
+    SCOPED_TRACE(model);
+    const fs::path base = tmp.path / fs::path(model).stem();
+    ExperimentOptions o = stories_options((base / "in-memory").string(), 6);
+    o.model_path = model;
+    const ExperimentResult in_memory = run_experiment(o, nullptr);
+    o.run_dir = (base / "mapped").string();
+    o.mmap = true;
+    const ExperimentResult mapped = run_experiment(o, nullptr);
+    EXPECT_EQ(in_memory.run_json["options"]["weights"], "in-memory");
+    EXPECT_EQ(mapped.run_json["options"]["weights"], "mapped");
+    EXPECT_EQ(in_memory.generation.tokens, mapped.generation.tokens);
+    EXPECT_EQ(in_memory.run_json["model"]["xxh64"], mapped.run_json["model"]["xxh64"]);
+    const std::string notes = in_memory.run_json["model"]["load_checks"]["notes"].dump();
+    const bool grouped = model == q8_0_path && find_kernels(GgmlType::Q8_0)->row_groups.has_value();
+    EXPECT_EQ(notes.find("groups of 16 rows") != std::string::npos, grouped) << notes;
+    const trace::TraceContents a = trace::read_trace(in_memory.run_dir + "/trace.bin");
+    const trace::TraceContents b = trace::read_trace(mapped.run_dir + "/trace.bin");
+    ASSERT_EQ(a.ops.size(), b.ops.size());
+    std::vector<uint64_t> fa, fb;
+    for (size_t i = 0; i < a.ops.size(); ++i) {  // the same file ranges and buffers either way
+      trace::placement_fields(a.ops[i], fa);
+      trace::placement_fields(b.ops[i], fb);
+      ASSERT_EQ(fa, fb) << a.ops[i].name;
+    }
+    o.run_dir = (base / "cold").string();
+    o.mmap = false;
+    o.trace_options.io = true;  // page-cache records need the mapping
+    EXPECT_EQ(run_experiment(o, nullptr).run_json["options"]["weights"], "mapped");
   }
-  o.run_dir = (tmp.path / "cold").string();
-  o.mmap = false;
-  o.trace_options.io = true;  // page-cache records need the mapping
-  EXPECT_EQ(run_experiment(o, nullptr).run_json["options"]["weights"], "mapped");
 }
 
 // A model file larger than the memory available is mapped, and the run says why; one that fits is read.

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/version.h"
 #include "gguf/memory_map.h"
 #include "model/weight_store.h"
@@ -42,6 +43,12 @@ json host_json() {
           {"memory_bytes", static_cast<uint64_t>(pages) * page},
           {"kernel", std::string(u.sysname) + " " + u.release},
           {"kernel_isa", kernel_isa()}};
+}
+
+// The file's hash, from the file itself: the loaded copy's bytes may be stored otherwise (row groups).
+std::string file_xxh64(const std::string& path) {
+  const MappedFile file(path);
+  return fmt::format("{:016x}", XXH64(file.data(), file.size(), 0));
 }
 
 std::string iso_now() {
@@ -287,7 +294,7 @@ ExperimentResult run_experiment(const ExperimentOptions& o, const std::function<
           {{"path", std::filesystem::absolute(o.model_path).string()},
            {"file", std::filesystem::path(o.model_path).filename().string()},
            {"size_bytes", f.file_size()},
-           {"xxh64", fmt::format("{:016x}", XXH64(f.bytes().data(), f.bytes().size(), 0))},
+           {"xxh64", file_xxh64(o.model_path)},
            {"gguf_version", f.version()},
            {"config", config_json(model->config)},
            {"output_tied", model->weights.output_tied},
