@@ -264,29 +264,34 @@ TEST(Engine, MoeAndQwen3ModelsGenerate) {
   }
 }
 
-// Weights read into memory have their Q8_0 matrices stored in row groups where the kernels have them (RowGroups);
-// the logits of a prompt and of the next token are those of the file's row order, bit for bit, for dense and expert
-// matrices and a matrix whose last rows are not a whole group (the output's 259).
+// Weights read into memory have their Q8_0 and Q4_K matrices stored in row groups where the kernels have them
+// (RowGroups); the logits of a prompt (Q4_K: 4 tokens through the gemm, one through the gemv) and of the next token
+// are those of the file's row order, bit for bit, for dense and expert matrices and a matrix whose last rows are not
+// a whole group (the output's 259).
 TEST(Engine, RowGroupsGiveTheLogitsOfTheFilesRowOrder) {
-  for (const char* arch : {"llama", "olmoe"}) {
-    test::TinyModelSpec spec = tiny_moe(arch);
-    spec.n_embd = 64;
-    spec.n_ff = 96;
-    spec.matrix_type = GgmlType::Q8_0;
-    TinyModelFile f(spec);
-    auto in_memory = load_model(f.path(), FileResidency::IN_MEMORY);
-    auto mapped = load_model(f.path(), FileResidency::MAPPED);
-    const bool groups = find_kernels(GgmlType::Q8_0)->row_groups.has_value();
-    EXPECT_EQ(in_memory->weights.layers[0].wq->rows_grouped, groups) << arch;
-    EXPECT_EQ(in_memory->weights.output->rows_grouped, groups) << arch;
-    EXPECT_EQ(in_memory->weights.layers[0].ffn_up_exps->rows_grouped, groups) << arch;
-    EXPECT_FALSE(in_memory->weights.token_embd->rows_grouped) << arch;  // its rows are read one by one
-    EXPECT_FALSE(mapped->weights.layers[0].wq->rows_grouped) << arch;
-    Engine a(*in_memory, {64, 2, GgmlType::F16}), b(*mapped, {64, 2, GgmlType::F16});
-    for (const std::vector<int32_t>& tokens : {std::vector<int32_t>{1, 50, 60, 70, 80}, std::vector<int32_t>{90}}) {
-      const std::span<const float> la = a.eval(tokens), lb = b.eval(tokens);
-      ASSERT_EQ(la.size(), lb.size());
-      EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size_bytes()), 0) << arch << ", " << tokens.size() << " tokens";
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    for (const char* arch : {"llama", "olmoe"}) {
+      SCOPED_TRACE(fmt::format("{} {}", type_name(type), arch));
+      test::TinyModelSpec spec = tiny_moe(arch);
+      spec.n_embd = type == GgmlType::Q4_K ? 256 : 64;
+      spec.n_ff = type == GgmlType::Q4_K ? 256 : 96;
+      spec.matrix_type = type;
+      TinyModelFile f(spec);
+      auto in_memory = load_model(f.path(), FileResidency::IN_MEMORY);
+      auto mapped = load_model(f.path(), FileResidency::MAPPED);
+      const QuantKernels& k = *find_kernels(type);
+      for (const Tensor* t :
+           {in_memory->weights.layers[0].wq, in_memory->weights.output, in_memory->weights.layers[0].ffn_up_exps})
+        EXPECT_EQ(t->rows_grouped, k.groups_rows(t->ne[0], t->ne[1])) << t->name;
+      EXPECT_EQ(in_memory->weights.layers[0].wq->rows_grouped, k.row_groups.has_value());
+      EXPECT_FALSE(in_memory->weights.token_embd->rows_grouped);  // its rows are read one by one
+      EXPECT_FALSE(mapped->weights.layers[0].wq->rows_grouped);
+      Engine a(*in_memory, {64, 2, GgmlType::F16}), b(*mapped, {64, 2, GgmlType::F16});
+      for (const std::vector<int32_t>& tokens : {std::vector<int32_t>{1, 50, 60, 70, 80}, std::vector<int32_t>{90}}) {
+        const std::span<const float> la = a.eval(tokens), lb = b.eval(tokens);
+        ASSERT_EQ(la.size(), lb.size());
+        EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size_bytes()), 0) << tokens.size() << " tokens";
+      }
     }
   }
 }

@@ -694,39 +694,40 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
   }
 }
 
-// Q8_0 rows in groups of 16 (RowGroups): the layout is a permutation of the rows' bytes that ungroups back to them,
-// and every tile kernel of the layout gives its vec_dot's outputs on the file's rows exactly (the reference tile the
-// scalar reference's; the table's and AVX-512's the SIMD order of the records): whole groups, groups then a tail of
-// fewer rows in file order, one token and several, the weights' quants over the full range (-128 included). The
-// activations are the quantizer's (-127..127: at -128 ggml's sign trick wraps, which the tiles' exact sums do not).
-TEST(QuantRowGroups, Q8_0TilesEqualVecDotOnTheFilesRows) {
+// A tile kernel of rows stored in groups of 16 and the kernel it must equal per output on the file's rows.
+struct GroupedCase {
+  std::string name;
+  TileFn tile;
+  VecDotFn dot;
+};
+
+// Rows in groups of 16 (RowGroups): the layout is a permutation of the rows' bytes that ungroups back to them, and
+// every case's tile gives its kernel's outputs on the file's rows exactly: whole groups, groups then a tail of fewer
+// rows in file order, one token and several, the weights' bytes random (Q8_0's quants over the full range, -128
+// included). The activations are the quantizer's (-127..127: at -128 ggml's sign trick wraps, which the tiles' exact
+// sums do not).
+void expect_grouped_tiles_equal(G type, void (*group)(const void*, void*, int64_t),
+                                void (*ungroup)(const void*, void*, int64_t), const std::vector<GroupedCase>& cases,
+                                const std::vector<int64_t>& lengths) {
   Rng rng;
-  struct Case {
-    std::string name;
-    TileFn tile;
-    VecDotFn dot;
-  };
-  std::vector<Case> tiles = {{"ref", ref::tile_q8_0_rows16, ref::vec_dot_q8_0}};
-  if (const auto& g = find_kernels(G::Q8_0)->row_groups)
-    tiles.push_back({"table", g->kernel.tile, find_kernels(G::Q8_0)->vec_dot.dot});
-  if (cpu_sets().avx512) tiles.push_back({"avx512", avx512::tile_q8_0_rows16, avx512::vec_dot_q8_0});
-  for (int64_t n : {32, 96, 256, 2080}) {
-    const uint64_t x_row = row_bytes(G::Q8_0, n);
-    for (auto [nr, nt] : {std::pair<int64_t, int64_t>{16, 1}, {16, 2}, {32, 3}, {21, 5}, {5, 2}, {48, 4}}) {
+  const G act = find_kernels(type)->vec_dot_type;
+  for (int64_t n : lengths) {
+    const uint64_t x_row = row_bytes(type, n), y_row = row_bytes(act, n);
+    for (auto [nr, nt] : {std::pair<int64_t, int64_t>{16, 1}, {16, 2}, {32, 3}, {21, 5}, {5, 2}, {48, 4}, {16, 6}}) {
       std::vector<uint8_t> rows, grouped, y;
       for (int64_t r = 0; r < nr; ++r) {
-        const auto row = random_weights(G::Q8_0, n, rng, false);
+        const auto row = random_weights(type, n, rng, false);
         rows.insert(rows.end(), row.begin(), row.end());
       }
       for (int64_t t = 0; t < nt; ++t) {
-        const auto row = random_activations(G::Q8_0, n, rng, false);
+        const auto row = random_activations(act, n, rng, false);
         y.insert(y.end(), row.begin(), row.end());
       }
       grouped = rows;
       std::vector<uint8_t> back(16 * x_row);
       for (int64_t r = 0; r + 16 <= nr; r += 16) {
-        ref::group_rows_q8_0(rows.data() + r * x_row, grouped.data() + r * x_row, n);
-        ref::ungroup_rows_q8_0(grouped.data() + r * x_row, back.data(), n);
+        group(rows.data() + r * x_row, grouped.data() + r * x_row, n);
+        ungroup(grouped.data() + r * x_row, back.data(), n);
         ASSERT_TRUE(std::equal(back.begin(), back.end(), rows.begin() + r * x_row)) << "n=" << n << " group " << r;
       }
       if (nr >= 16) {
@@ -736,19 +737,43 @@ TEST(QuantRowGroups, Q8_0TilesEqualVecDotOnTheFilesRows) {
         std::sort(b.begin(), b.end());
         ASSERT_EQ(a, b) << "the groups hold the rows' bytes";
       }
-      for (const auto& [name, tile, dot] : tiles) {
+      for (const auto& [name, tile, dot] : cases) {
         const int64_t ldo = nr + 3;
         std::vector<float> got(nt * ldo, -7.0f), want(nt * ldo, -7.0f);
-        tile(n, nr, nt, grouped.data(), x_row, y.data(), x_row, got.data(), ldo);
+        tile(n, nr, nt, grouped.data(), x_row, y.data(), y_row, got.data(), ldo);
         for (int64_t t = 0; t < nt; ++t)
-          for (int64_t r = 0; r < nr; ++r) dot(n, &want[t * ldo + r], rows.data() + r * x_row, y.data() + t * x_row);
+          for (int64_t r = 0; r < nr; ++r) dot(n, &want[t * ldo + r], rows.data() + r * x_row, y.data() + t * y_row);
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-              << name << " n=" << n << " nr=" << nr << " nt=" << nt << " token " << i / ldo << ", row " << i % ldo
-              << ": " << got[i] << " vs " << want[i];
+              << type_name(type) << " " << name << " n=" << n << " nr=" << nr << " nt=" << nt << " token " << i / ldo
+              << ", row " << i % ldo << ": " << got[i] << " vs " << want[i];
       }
     }
   }
+}
+
+// Q8_0's groups: the reference tile against the scalar reference; the table's and AVX-512's against the SIMD
+// vec_dot (the records' order).
+TEST(QuantRowGroups, Q8_0TilesEqualVecDotOnTheFilesRows) {
+  std::vector<GroupedCase> cases = {{"ref", ref::tile_q8_0_rows16, ref::vec_dot_q8_0}};
+  if (const auto& g = find_kernels(G::Q8_0)->row_groups)
+    cases.push_back({"table", g->single.tile, find_kernels(G::Q8_0)->vec_dot.dot});
+  if (cpu_sets().avx512) cases.push_back({"avx512", avx512::tile_q8_0_rows16, avx512::vec_dot_q8_0});
+  expect_grouped_tiles_equal(G::Q8_0, ref::group_rows_q8_0, ref::ungroup_rows_q8_0, cases, {32, 96, 256, 2080});
+}
+
+// Q4_K's groups reproduce llama.cpp's repacked kernels: the gemv (generation, the tokens of a prompt past its last
+// group of 4) and the gemm (the rest of a prompt, on AMX tiles).
+TEST(QuantRowGroups, Q4_KTilesEqualTheRepackedKernels) {
+  std::vector<GroupedCase> cases = {{"ref gemv", ref::tile_q4_k_rows16_gemv, ref::repack_gemv_q4_k},
+                                    {"ref gemm", ref::tile_q4_k_rows16_gemm, ref::repack_gemm_q4_k}};
+  if (cpu_sets().avx512) cases.push_back({"avx512 gemv", avx512::tile_q4_k_rows16_gemv, ref::repack_gemv_q4_k});
+  if (amx_available()) cases.push_back({"amx gemm", amx::tile_q4_k_rows16_gemm, ref::repack_gemm_q4_k});
+  if (const auto& g = find_kernels(G::Q4_K)->row_groups) {
+    cases.push_back({"table single", g->single.tile, ref::repack_gemv_q4_k});
+    cases.push_back({"table batch", g->batch.tile, ref::repack_gemm_q4_k});
+  }
+  expect_grouped_tiles_equal(G::Q4_K, ref::group_rows_q4_k, ref::ungroup_rows_q4_k, cases, {256, 512, 2048});
 }
 
 // Rows of F16 shorter than the SIMD step are all tail: ggml adds their products one by one in double, in order,

@@ -194,7 +194,7 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   // Weights llama.cpp multiplies with other kernels than vec_dot get the same kernel per token (see BatchedKernels).
   const BatchedKernels* batched = batched_for(*k, K, N, ctx.llamacpp_build);
   auto dot_for = [&](int64_t t) -> const DotKernel& {
-    if (w.rows_grouped) return k->row_groups->kernel;
+    if (w.rows_grouped) return k->row_groups->for_token(batched, t, M);
     return batched == nullptr ? k->vec_dot : batched->for_token(t, M);
   };
   float* dst = out.as<float>();
@@ -288,7 +288,7 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
     y = ctx.scratch;
   }
   const ExpertGroups groups = group_by_expert(ids, n_expert, reinterpret_cast<int32_t*>(ctx.thread_scratch));
-  const DotKernel& dot = w.rows_grouped ? k->row_groups->kernel : mul_mat_id_dot(*k, w, ctx.llamacpp_build);
+  const DotKernel& dot = w.rows_grouped ? k->row_groups->single : mul_mat_id_dot(*k, w, ctx.llamacpp_build);
   const uint64_t w_row = w.row_size(), slab = w.slab_stride();
   constexpr int64_t kRowTile = kRowGroup;
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;

@@ -157,7 +157,7 @@ int group_weight_rows(GgufFile& file, ModelWeights& w) {
   std::vector<Tensor*> chosen;
   for (Tensor& t : w.views) {
     const QuantKernels* k = find_kernels(t.type);
-    if (matrices.count(&t) && k && k->row_groups && t.ne[1] >= kRowGroup) chosen.push_back(&t);
+    if (matrices.count(&t) && k && k->groups_rows(t.ne[0], t.ne[1])) chosen.push_back(&t);
   }
   if (chosen.empty()) return 0;
   file.rewrite([&](uint8_t* data) {

@@ -94,10 +94,15 @@ TT_VEC_DOT_DECL(repack_gemm_q2_k);
 // where the CPU has AMX-INT8.
 TT_VEC_DOT_DECL(amx_dot_q8_0);
 
-// Q8_0 rows in groups of 16 (RowGroups, quant.h): the layout, and its tile as ungroup + vec_dot_q8_0 per output.
+// Rows in groups of 16 (RowGroups, quant.h): the layouts (reference.cpp), and their tiles as each group ungrouped
+// and the file-order kernel per output: Q8_0's vec_dot; Q4_K's repacked gemv and gemm.
 void group_rows_q8_0(const void* rows, void* grouped, int64_t n);
 void ungroup_rows_q8_0(const void* grouped, void* rows, int64_t n);
+void group_rows_q4_k(const void* rows, void* grouped, int64_t n);
+void ungroup_rows_q4_k(const void* grouped, void* rows, int64_t n);
 TT_TILE_DECL(tile_q8_0_rows16);
+TT_TILE_DECL(tile_q4_k_rows16_gemv);
+TT_TILE_DECL(tile_q4_k_rows16_gemm);
 
 // Flash attention over an F16 cache, as llama.cpp computes it: K.Q as products of halves summed in double in
 // element order; V accumulated in halves (acc = f16(fma(v, s, acc))), rescaled in halves (acc = f16(acc * s)).
@@ -181,12 +186,13 @@ TT_FAST_KERNELS_DECL;
 }
 namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
 TT_FAST_KERNELS_DECL;
-TT_VEC_DOT_DECL(repack_gemv_q2_k);  // ref::repack_gemv_q2_k
-TT_VEC_DOT_DECL(repack_gemm_q2_k);  // ref::repack_gemm_q2_k
-TT_TILE_DECL(tile_q4_1);            // vec_dot_q4_1 per (row, token)
-TT_TILE_DECL(tile_q5_1);            // vec_dot_q5_1 per (row, token)
-TT_TILE_DECL(tile_f16);             // vec_dot_f16 per (row, token)
-TT_TILE_DECL(tile_q8_0_rows16);     // ref::tile_q8_0_rows16: rows in groups of 16 (RowGroups)
+TT_VEC_DOT_DECL(repack_gemv_q2_k);    // ref::repack_gemv_q2_k
+TT_VEC_DOT_DECL(repack_gemm_q2_k);    // ref::repack_gemm_q2_k
+TT_TILE_DECL(tile_q4_1);              // vec_dot_q4_1 per (row, token)
+TT_TILE_DECL(tile_q5_1);              // vec_dot_q5_1 per (row, token)
+TT_TILE_DECL(tile_f16);               // vec_dot_f16 per (row, token)
+TT_TILE_DECL(tile_q8_0_rows16);       // ref::tile_q8_0_rows16: rows in groups of 16 (RowGroups)
+TT_TILE_DECL(tile_q4_k_rows16_gemv);  // ref::tile_q4_k_rows16_gemv
 }  // namespace avx512
 // VDPBF16PS (files *_avx512bf16.cpp, compiled for AVX-512 + BF16): llama.cpp's BF16 orders on the instruction it
 // ran them with. Only called where the CPU has AVX512-BF16.
@@ -203,6 +209,7 @@ TT_TILE_DECL(tile_repack_q4_0);       // ref::repack_dot_q4_0 per (row, token)
 TT_TILE_DECL(tile_repack_iq4_nl);     // ref::repack_dot_iq4_nl per (row, token)
 TT_TILE_DECL(tile_repack_gemm_q4_k);  // ref::repack_gemm_q4_k per (row, token)
 TT_TILE_DECL(tile_repack_gemm_q2_k);  // ref::repack_gemm_q2_k per (row, token)
+TT_TILE_DECL(tile_q4_k_rows16_gemm);  // ref::tile_q4_k_rows16_gemm
 TT_TILE_DECL(tile_q5_k);              // avx512::vec_dot_q5_k per (row, token)
 TT_TILE_DECL(tile_q6_k);              // avx512::vec_dot_q6_k per (row, token)
 TT_TILE_DECL(tile_iq4_xs);            // avx512::vec_dot_iq4_xs per (row, token)

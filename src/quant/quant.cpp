@@ -144,10 +144,21 @@ PerIsa<std::optional<BatchedKernels>> q8_0_amx(const PerIsa<DotKernel>& vec_dot)
 
 // Q8_0 rows in groups of 16 on AVX-512 VNNI. Not on kAmx, whose prompt tiles read the file's rows.
 PerIsa<std::optional<RowGroups>> q8_0_row_groups() {
-  auto out = from_isa<std::optional<RowGroups>>(
-      Isa::kAvx512Vnni, std::nullopt,
-      RowGroups{ref::group_rows_q8_0, DotKernel{avx512::vec_dot_q8_0, avx512::tile_q8_0_rows16}});
+  const DotKernel kernel{avx512::vec_dot_q8_0, avx512::tile_q8_0_rows16};
+  auto out = from_isa<std::optional<RowGroups>>(Isa::kAvx512Vnni, std::nullopt,
+                                                RowGroups{ref::group_rows_q8_0, kernel, kernel});
   out[static_cast<int>(Isa::kAmx)] = std::nullopt;
+  return out;
+}
+
+// Q4_K rows in groups of 16 where the repacked gemm runs on AMX tiles (kAmxExact and up): the gemv on AVX-512, the
+// gemm on tiles that load the groups' parts as B tiles.
+PerIsa<std::optional<RowGroups>> q4_k_row_groups() {
+  PerIsa<std::optional<RowGroups>> out;
+  for (Isa i : {Isa::kAmxExact, Isa::kAmx})
+    out[static_cast<int>(i)] =
+        RowGroups{ref::group_rows_q4_k, DotKernel{avx512::repack_gemv_q4_k, avx512::tile_q4_k_rows16_gemv},
+                  DotKernel{avx512::repack_gemm_q4_k, amx::tile_q4_k_rows16_gemm}};
   return out;
 }
 
@@ -277,7 +288,8 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q4_k)),
        .batched = repacked(each_isa(TT_EACH_ISA(repack_gemv_q4_k), TT_SIMD(tile_repack_gemv_q4_k)),
                            amx_tile(each_isa(TT_EACH_ISA(repack_gemm_q4_k), TT_SIMD(tile_repack_gemm_q4_k)),
-                                    amx::tile_repack_gemm_q4_k))},
+                                    amx::tile_repack_gemm_q4_k)),
+       .row_groups = q4_k_row_groups()},
       {.type = G::Q5_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,

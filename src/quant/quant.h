@@ -69,9 +69,16 @@ struct BatchedKernels {
 constexpr int64_t kRowGroup = 16;
 struct RowGroups {
   void (*group)(const void* rows, void* grouped, int64_t n);  // 16 rows of n elements in file order -> one group
-  // run_tile(n, nr, ...): rows [0, nr) are nr / 16 groups, then nr % 16 rows in file order (a tensor's last rows);
-  // each output bit-identical to the type's vec_dot on the file's rows.
-  DotKernel kernel;
+  // run_tile(n, nr, ...): rows [0, nr) are nr / 16 groups, then nr % 16 rows in file order (a tensor's last rows).
+  // `single` gives the outputs of the kernel a token takes on the file's rows (vec_dot, or the batched kernels'
+  // `single`), `batch` those of BatchedKernels::batch; the type's BatchedKernels choose per token as for file rows
+  // (for_token).
+  DotKernel single;
+  DotKernel batch;
+  // The kernel for token t of M on grouped rows of a weight whose file-order kernels are `batched` (or vec_dot).
+  const DotKernel& for_token(const BatchedKernels* batched, int64_t t, int64_t M) const {
+    return batched && &batched->for_token(t, M) == &batched->batch ? batch : single;
+  }
 };
 
 // One type's entry, with the kernels of this CPU's instruction set.
@@ -90,6 +97,12 @@ struct QuantKernels {
   DotKernel vec_dot;                      // fastest path (== vec_dot_ref when there is none)
   std::optional<BatchedKernels> batched;  // when llama.cpp multiplies this type with other kernels than vec_dot
   std::optional<RowGroups> row_groups;    // where this instruction set multiplies rows stored in groups faster
+
+  // Whether a weight of K columns and N rows may be stored in row groups: the type has them here, N holds a group,
+  // and where the type has batched kernels they apply to this shape (the groups reproduce those, not vec_dot).
+  bool groups_rows(int64_t K, int64_t N) const {
+    return row_groups && N >= kRowGroup && (!batched || batched_for(K, N));
+  }
 
   // The batched kernels for a weight of K columns and N rows, or null when every token takes vec_dot.
   const BatchedKernels* batched_for(int64_t K, int64_t N) const {

@@ -2,6 +2,7 @@
 // ggml / gguf-py; dot products follow ggml's generic C kernels (integer sums per block, then scaled).
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -494,45 +495,89 @@ void vec_dot_iq4_nl(int64_t n, float* r, const void* x, const void* y) {
   vec_dot_legacy<BlockIQ4_NL, BlockQ8_0>(n, r, x, y);
 }
 
-void group_rows_q8_0(const void* rows, void* grouped, int64_t n) {
-  const auto* in = static_cast<const BlockQ8_0*>(rows);
-  auto* d = static_cast<uint16_t*>(grouped);
-  auto* q = static_cast<uint8_t*>(grouped) + 32 * (n / 32);
+namespace {
+// Grouped scratch of 16 rows: row r's bytes [a, a + len) <-> the group's [g, g + len) (a part of one row).
+template <bool kToGroup>
+void move_part(uint8_t* rows, uint64_t row_bytes, int64_t r, uint64_t at, uint8_t* group, uint64_t g, uint64_t len) {
+  uint8_t* row = rows + r * row_bytes + at;
+  if (kToGroup)
+    std::memcpy(group + g, row, len);
+  else
+    std::memcpy(row, group + g, len);
+}
+
+// Q8_0: per block, the 16 scales, then per 4-byte part the 16 rows' quants (quant.h, RowGroups).
+template <bool kToGroup>
+void regroup_q8_0(uint8_t* rows, uint8_t* group, int64_t n) {
   const int64_t nb = n / 32;
+  const uint64_t row = nb * sizeof(BlockQ8_0);
   for (int64_t r = 0; r < 16; ++r)
     for (int64_t b = 0; b < nb; ++b) {
-      const BlockQ8_0& x = in[r * nb + b];
-      d[16 * b + r] = x.d;
-      for (int i = 0; i < 8; ++i) std::memcpy(q + 512 * b + 64 * i + 4 * r, x.qs + 4 * i, 4);
+      const uint64_t at = b * sizeof(BlockQ8_0);
+      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ8_0, d), group, 32 * b + 2 * r, 2);
+      for (int i = 0; i < 8; ++i)
+        move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ8_0, qs) + 4 * i, group,
+                            32 * nb + 512 * b + 64 * i + 4 * r, 4);
     }
 }
 
-void ungroup_rows_q8_0(const void* grouped, void* rows, int64_t n) {
-  auto* out = static_cast<BlockQ8_0*>(rows);
-  const auto* d = static_cast<const uint16_t*>(grouped);
-  const auto* q = static_cast<const uint8_t*>(grouped) + 32 * (n / 32);
-  const int64_t nb = n / 32;
+// Q4_K: per super-block (2304 bytes), the 16 d, the 16 dmin, the 12 scale bytes as 3 parts of 4 bytes and the 128
+// quant bytes as 32 parts of 4, each part for the 16 rows side by side.
+template <bool kToGroup>
+void regroup_q4_k(uint8_t* rows, uint8_t* group, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  const uint64_t row = nb * sizeof(BlockQ4_K);
   for (int64_t r = 0; r < 16; ++r)
     for (int64_t b = 0; b < nb; ++b) {
-      BlockQ8_0& x = out[r * nb + b];
-      x.d = d[16 * b + r];
-      for (int i = 0; i < 8; ++i) std::memcpy(x.qs + 4 * i, q + 512 * b + 64 * i + 4 * r, 4);
+      const uint64_t at = b * sizeof(BlockQ4_K), g = b * 16 * sizeof(BlockQ4_K);
+      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_K, d), group, g + 2 * r, 2);
+      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_K, dmin), group, g + 32 + 2 * r, 2);
+      for (int k = 0; k < 3; ++k)
+        move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_K, scales) + 4 * k, group, g + 64 + 64 * k + 4 * r, 4);
+      for (int p = 0; p < 32; ++p)
+        move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_K, qs) + 4 * p, group, g + 256 + 64 * p + 4 * r, 4);
     }
 }
 
-void tile_q8_0_rows16(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row,
-                      float* out, int64_t ldo) {
+// A grouped tile's reference: each whole group ungrouped, then `dot` per output; the rows after the last whole
+// group are in file order.
+void grouped_tile(void (*ungroup)(const void*, void*, int64_t), void (*dot)(int64_t, float*, const void*, const void*),
+                  int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row,
+                  float* out, int64_t ldo) {
   const auto* xb = static_cast<const uint8_t*>(x);
   const auto* yb = static_cast<const uint8_t*>(y);
   std::vector<uint8_t> rows(16 * x_row);
   for (int64_t r0 = 0; r0 < nr; r0 += 16) {
     const bool group = r0 + 16 <= nr;
-    if (group) ungroup_rows_q8_0(xb + r0 * x_row, rows.data(), n);
+    if (group) ungroup(xb + r0 * x_row, rows.data(), n);
     for (int64_t r = r0; r < std::min(nr, r0 + 16); ++r) {
       const uint8_t* row = group ? rows.data() + (r - r0) * x_row : xb + r * x_row;
-      for (int64_t t = 0; t < nt; ++t) vec_dot_q8_0(n, out + t * ldo + r, row, yb + t * y_row);
+      for (int64_t t = 0; t < nt; ++t) dot(n, out + t * ldo + r, row, yb + t * y_row);
     }
   }
+}
+}  // namespace
+
+void group_rows_q8_0(const void* rows, void* grouped, int64_t n) {
+  regroup_q8_0<true>(const_cast<uint8_t*>(static_cast<const uint8_t*>(rows)), static_cast<uint8_t*>(grouped), n);
+}
+void ungroup_rows_q8_0(const void* grouped, void* rows, int64_t n) {
+  regroup_q8_0<false>(static_cast<uint8_t*>(rows), const_cast<uint8_t*>(static_cast<const uint8_t*>(grouped)), n);
+}
+void group_rows_q4_k(const void* rows, void* grouped, int64_t n) {
+  regroup_q4_k<true>(const_cast<uint8_t*>(static_cast<const uint8_t*>(rows)), static_cast<uint8_t*>(grouped), n);
+}
+void ungroup_rows_q4_k(const void* grouped, void* rows, int64_t n) {
+  regroup_q4_k<false>(static_cast<uint8_t*>(rows), const_cast<uint8_t*>(static_cast<const uint8_t*>(grouped)), n);
+}
+TT_TILE_DECL(tile_q8_0_rows16) {
+  grouped_tile(ungroup_rows_q8_0, vec_dot_q8_0, n, nr, nt, x, x_row, y, y_row, out, ldo);
+}
+TT_TILE_DECL(tile_q4_k_rows16_gemv) {
+  grouped_tile(ungroup_rows_q4_k, repack_gemv_q4_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
+}
+TT_TILE_DECL(tile_q4_k_rows16_gemm) {
+  grouped_tile(ungroup_rows_q4_k, repack_gemm_q4_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
 }
 
 void quantize_q4_0(const float* src, void* dst, int64_t n) {
