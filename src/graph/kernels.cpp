@@ -44,6 +44,7 @@ void get_rows(const Node& n, const ComputeContext& ctx) {
   const Tensor& out = *n.out;
   const QuantKernels* k = find_kernels(table.type);
   TT_CHECK(k != nullptr, "GET_ROWS from {} table '{}'", type_name(table.type), table.name);
+  TT_CHECK(!table.rows_grouped, "GET_ROWS from '{}', whose rows are stored in groups", table.name);
   const auto& rows = n.params.rows;
   Range r = split(static_cast<int64_t>(rows.size()), ctx.ith, ctx.nth);
   for (int64_t i = r.begin; i < r.end; ++i) {
