@@ -264,16 +264,16 @@ TEST(Engine, MoeAndQwen3ModelsGenerate) {
   }
 }
 
-// Weights read into memory have their Q8_0 and Q4_K matrices stored in row groups where the kernels have them
+// Weights read into memory have their Q8_0, Q4_1 and Q4_K matrices stored in row groups where the kernels have them
 // (RowGroups); the logits of a prompt (Q4_K: 4 tokens through the gemm, one through the gemv) and of the next token
 // are those of the file's row order, bit for bit, for dense and expert matrices and a matrix whose last rows are not
 // a whole group (the output's 259).
 TEST(Engine, RowGroupsGiveTheLogitsOfTheFilesRowOrder) {
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q4_1}) {
     for (const char* arch : {"llama", "olmoe"}) {
       SCOPED_TRACE(fmt::format("{} {}", type_name(type), arch));
       test::TinyModelSpec spec = tiny_moe(arch);
-      spec.n_embd = type == GgmlType::Q4_K ? 256 : 64;
+      spec.n_embd = type == GgmlType::Q4_K ? 256 : 64;  // K-quants: whole super-blocks
       spec.n_ff = type == GgmlType::Q4_K ? 256 : 96;
       spec.matrix_type = type;
       TinyModelFile f(spec);

@@ -762,6 +762,15 @@ TEST(QuantRowGroups, Q8_0TilesEqualVecDotOnTheFilesRows) {
   expect_grouped_tiles_equal(G::Q8_0, ref::group_rows_q8_0, ref::ungroup_rows_q8_0, cases, {32, 96, 256, 2080});
 }
 
+// Q4_1's groups: vec_dot's 8 lanes and its min chain.
+TEST(QuantRowGroups, Q4_1TilesEqualVecDotOnTheFilesRows) {
+  std::vector<GroupedCase> cases = {{"ref", ref::tile_q4_1_rows16, ref::vec_dot_q4_1}};
+  if (const auto& g = find_kernels(G::Q4_1)->row_groups)
+    cases.push_back({"table", g->single.tile, find_kernels(G::Q4_1)->vec_dot.dot});
+  if (cpu_sets().avx512) cases.push_back({"avx512", avx512::tile_q4_1_rows16, avx512::vec_dot_q4_1});
+  expect_grouped_tiles_equal(G::Q4_1, ref::group_rows_q4_1, ref::ungroup_rows_q4_1, cases, {32, 96, 256, 2080});
+}
+
 // Q4_K's groups reproduce llama.cpp's repacked kernels: the gemv (generation, the tokens of a prompt past its last
 // group of 4) and the gemm (the rest of a prompt, on AMX tiles).
 TEST(QuantRowGroups, Q4_KTilesEqualTheRepackedKernels) {

@@ -95,12 +95,15 @@ TT_VEC_DOT_DECL(repack_gemm_q2_k);
 TT_VEC_DOT_DECL(amx_dot_q8_0);
 
 // Rows in groups of 16 (RowGroups, quant.h): the layouts (reference.cpp), and their tiles as each group ungrouped
-// and the file-order kernel per output: Q8_0's vec_dot; Q4_K's repacked gemv and gemm.
+// and the file-order kernel per output: Q8_0's and Q4_1's vec_dot; Q4_K's repacked gemv and gemm.
 void group_rows_q8_0(const void* rows, void* grouped, int64_t n);
 void ungroup_rows_q8_0(const void* grouped, void* rows, int64_t n);
 void group_rows_q4_k(const void* rows, void* grouped, int64_t n);
+void group_rows_q4_1(const void* rows, void* grouped, int64_t n);
+void ungroup_rows_q4_1(const void* grouped, void* rows, int64_t n);
 void ungroup_rows_q4_k(const void* grouped, void* rows, int64_t n);
 TT_TILE_DECL(tile_q8_0_rows16);
+TT_TILE_DECL(tile_q4_1_rows16);
 TT_TILE_DECL(tile_q4_k_rows16_gemv);
 TT_TILE_DECL(tile_q4_k_rows16_gemm);
 
@@ -193,6 +196,7 @@ TT_TILE_DECL(tile_q5_1);              // vec_dot_q5_1 per (row, token)
 TT_TILE_DECL(tile_f16);               // vec_dot_f16 per (row, token)
 TT_TILE_DECL(tile_q8_0_rows16);       // ref::tile_q8_0_rows16: rows in groups of 16 (RowGroups)
 TT_TILE_DECL(tile_q4_k_rows16_gemv);  // ref::tile_q4_k_rows16_gemv
+TT_TILE_DECL(tile_q4_1_rows16);       // ref::tile_q4_1_rows16
 }  // namespace avx512
 // VDPBF16PS (files *_avx512bf16.cpp, compiled for AVX-512 + BF16): llama.cpp's BF16 orders on the instruction it
 // ran them with. Only called where the CPU has AVX512-BF16.

@@ -151,6 +151,13 @@ PerIsa<std::optional<RowGroups>> q8_0_row_groups() {
   return out;
 }
 
+// Q4_1 rows in groups of 16 on AVX-512 VNNI (every token, as vec_dot).
+PerIsa<std::optional<RowGroups>> q4_1_row_groups() {
+  const DotKernel kernel{avx512::vec_dot_q4_1, avx512::tile_q4_1_rows16};
+  return from_isa<std::optional<RowGroups>>(Isa::kAvx512Vnni, std::nullopt,
+                                            RowGroups{ref::group_rows_q4_1, kernel, kernel});
+}
+
 // Q4_K rows in groups of 16 where the repacked gemm runs on AMX tiles (kAmxExact and up): the gemv on AVX-512, the
 // gemm on tiles that load the groups' parts as B tiles.
 PerIsa<std::optional<RowGroups>> q4_k_row_groups() {
@@ -226,7 +233,8 @@ const std::array<Entry, kTypes>& entries() {
        .dequantize_row = ref::dequantize_q4_1,
        .quantize_row = ref::quantize_q4_1,
        .vec_dot_ref = ref::vec_dot_q4_1,
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q4_1), nullptr, avx512::tile_q4_1)},
+       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q4_1), nullptr, avx512::tile_q4_1),
+       .row_groups = q4_1_row_groups()},
       {.type = G::Q5_0,
        .vec_dot_type = G::Q8_0,
        .block_size = kQK5_0,

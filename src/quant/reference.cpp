@@ -521,6 +521,21 @@ void regroup_q8_0(uint8_t* rows, uint8_t* group, int64_t n) {
     }
 }
 
+// Q4_1: per block, the 16 d, the 16 m, then the 16 bytes of quants as 4 parts of 4, each for the 16 rows.
+template <bool kToGroup>
+void regroup_q4_1(uint8_t* rows, uint8_t* group, int64_t n) {
+  const int64_t nb = n / 32;
+  const uint64_t row = nb * sizeof(BlockQ4_1);
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint64_t at = b * sizeof(BlockQ4_1), g = b * 16 * sizeof(BlockQ4_1);
+      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_1, d), group, g + 2 * r, 2);
+      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_1, m), group, g + 32 + 2 * r, 2);
+      for (int p = 0; p < 4; ++p)
+        move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_1, qs) + 4 * p, group, g + 64 + 64 * p + 4 * r, 4);
+    }
+}
+
 // Q4_K: per super-block (2304 bytes), the 16 d, the 16 dmin, the 12 scale bytes as 3 parts of 4 bytes and the 128
 // quant bytes as 32 parts of 4, each part for the 16 rows side by side.
 template <bool kToGroup>
@@ -563,6 +578,15 @@ void group_rows_q8_0(const void* rows, void* grouped, int64_t n) {
 }
 void ungroup_rows_q8_0(const void* grouped, void* rows, int64_t n) {
   regroup_q8_0<false>(static_cast<uint8_t*>(rows), const_cast<uint8_t*>(static_cast<const uint8_t*>(grouped)), n);
+}
+void group_rows_q4_1(const void* rows, void* grouped, int64_t n) {
+  regroup_q4_1<true>(const_cast<uint8_t*>(static_cast<const uint8_t*>(rows)), static_cast<uint8_t*>(grouped), n);
+}
+void ungroup_rows_q4_1(const void* grouped, void* rows, int64_t n) {
+  regroup_q4_1<false>(static_cast<uint8_t*>(rows), const_cast<uint8_t*>(static_cast<const uint8_t*>(grouped)), n);
+}
+TT_TILE_DECL(tile_q4_1_rows16) {
+  grouped_tile(ungroup_rows_q4_1, vec_dot_q4_1, n, nr, nt, x, x_row, y, y_row, out, ldo);
 }
 void group_rows_q4_k(const void* rows, void* grouped, int64_t n) {
   regroup_q4_k<true>(const_cast<uint8_t*>(static_cast<const uint8_t*>(rows)), static_cast<uint8_t*>(grouped), n);
