@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -521,37 +522,43 @@ void regroup_q8_0(uint8_t* rows, uint8_t* group, int64_t n) {
     }
 }
 
-// Q4_1: per block, the 16 d, the 16 m, then the 16 bytes of quants as 4 parts of 4, each for the 16 rows.
+// A block layout in groups: the block's fields in order, each as `count` parts of `width` bytes, each part the 16
+// rows' side by side (16 * width bytes).
+struct GroupedField {
+  uint64_t offset;  // in the block
+  uint64_t width;
+  int count;
+};
 template <bool kToGroup>
-void regroup_q4_1(uint8_t* rows, uint8_t* group, int64_t n) {
-  const int64_t nb = n / 32;
-  const uint64_t row = nb * sizeof(BlockQ4_1);
+void regroup_blocks(uint8_t* rows, uint8_t* group, int64_t nb, uint64_t block_bytes,
+                    std::initializer_list<GroupedField> fields) {
+  const uint64_t row = nb * block_bytes;
   for (int64_t r = 0; r < 16; ++r)
     for (int64_t b = 0; b < nb; ++b) {
-      const uint64_t at = b * sizeof(BlockQ4_1), g = b * 16 * sizeof(BlockQ4_1);
-      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_1, d), group, g + 2 * r, 2);
-      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_1, m), group, g + 32 + 2 * r, 2);
-      for (int p = 0; p < 4; ++p)
-        move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_1, qs) + 4 * p, group, g + 64 + 64 * p + 4 * r, 4);
+      uint64_t g = b * 16 * block_bytes;
+      for (const GroupedField& f : fields)
+        for (int k = 0; k < f.count; ++k, g += 16 * f.width)
+          move_part<kToGroup>(rows, row, r, b * block_bytes + f.offset + k * f.width, group, g + r * f.width, f.width);
     }
 }
 
-// Q4_K: per super-block (2304 bytes), the 16 d, the 16 dmin, the 12 scale bytes as 3 parts of 4 bytes and the 128
-// quant bytes as 32 parts of 4, each part for the 16 rows side by side.
+// Q4_1: per block, the 16 d, the 16 m, then the 16 bytes of quants as 4 parts of 4.
+template <bool kToGroup>
+void regroup_q4_1(uint8_t* rows, uint8_t* group, int64_t n) {
+  regroup_blocks<kToGroup>(
+      rows, group, n / 32, sizeof(BlockQ4_1),
+      {{offsetof(BlockQ4_1, d), 2, 1}, {offsetof(BlockQ4_1, m), 2, 1}, {offsetof(BlockQ4_1, qs), 4, 4}});
+}
+
+// Q4_K: per super-block (2304 bytes), the 16 d, the 16 dmin, the 12 scale bytes as 3 parts of 4 and the 128 quant
+// bytes as 32 parts of 4.
 template <bool kToGroup>
 void regroup_q4_k(uint8_t* rows, uint8_t* group, int64_t n) {
-  const int64_t nb = n / kQK_K;
-  const uint64_t row = nb * sizeof(BlockQ4_K);
-  for (int64_t r = 0; r < 16; ++r)
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint64_t at = b * sizeof(BlockQ4_K), g = b * 16 * sizeof(BlockQ4_K);
-      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_K, d), group, g + 2 * r, 2);
-      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_K, dmin), group, g + 32 + 2 * r, 2);
-      for (int k = 0; k < 3; ++k)
-        move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_K, scales) + 4 * k, group, g + 64 + 64 * k + 4 * r, 4);
-      for (int p = 0; p < 32; ++p)
-        move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ4_K, qs) + 4 * p, group, g + 256 + 64 * p + 4 * r, 4);
-    }
+  regroup_blocks<kToGroup>(rows, group, n / kQK_K, sizeof(BlockQ4_K),
+                           {{offsetof(BlockQ4_K, d), 2, 1},
+                            {offsetof(BlockQ4_K, dmin), 2, 1},
+                            {offsetof(BlockQ4_K, scales), 4, 3},
+                            {offsetof(BlockQ4_K, qs), 4, 32}});
 }
 
 // A grouped tile's reference: each whole group ungrouped, then `dot` per output; the rows after the last whole
