@@ -61,11 +61,10 @@ struct BatchedKernels {
   }
 };
 
-// Weight rows stored 16 to a group the way the AVX-512 Q8_0 kernels read them: one row per 32-bit lane, so one
-// instruction serves 16 rows and no sum crosses lanes (docs/engine.md "Row groups"). A group of 16 Q8_0 rows of n
-// elements (nb = n / 32 blocks) holds, in order: for each block, the 16 rows' scales (fp16); then, for each block b
-// and each 4-byte part i of it, the 16 rows' qs[4i, 4i + 4). The same bytes as the 16 rows in another order, so a
-// byte range of whole groups holds what the file's range holds. Mul_mat's 16-row tiles are the groups.
+// Weight rows stored 16 to a group the way a type's SIMD kernels read them: one row per 32-bit lane, so one
+// instruction serves 16 rows and no sum crosses lanes (docs/engine.md "Row groups"; each type's layout beside its
+// `group_rows_*` in reference.cpp). A group holds the same bytes as its 16 rows in another order, so a byte range of
+// whole groups holds what the file's range holds. Mul_mat's 16-row tiles are the groups.
 constexpr int64_t kRowGroup = 16;
 struct RowGroups {
   void (*group)(const void* rows, void* grouped, int64_t n);  // 16 rows of n elements in file order -> one group
