@@ -507,7 +507,8 @@ void move_part(uint8_t* rows, uint64_t row_bytes, int64_t r, uint64_t at, uint8_
     std::memcpy(row, group + g, len);
 }
 
-// Q8_0: first every block's 16 scales, then each block's 8 parts of 4 quant bytes, each part for the 16 rows side by side.
+// Q8_0: first every block's 16 scales, then each block's 8 parts of 4 quant bytes, each part for the 16 rows side by
+// side.
 template <bool kToGroup>
 void regroup_q8_0(uint8_t* rows, uint8_t* group, int64_t n) {
   const int64_t nb = n / 32;
