@@ -752,23 +752,30 @@ void expect_grouped_tiles_equal(G type, void (*group)(const void*, void*, int64_
   }
 }
 
-// Q8_0's groups: the reference tile against the scalar reference; the table's and AVX-512's against the SIMD
-// vec_dot (the records' order).
+// A type whose groups reproduce its vec_dot: the reference tile against the scalar reference; the table's and
+// AVX-512's against the SIMD vec_dot (the records' order).
+std::vector<GroupedCase> vec_dot_cases(G type, TileFn ref_tile, VecDotFn ref_dot, TileFn avx512_tile,
+                                       VecDotFn avx512_dot) {
+  std::vector<GroupedCase> cases = {{"ref", ref_tile, ref_dot}};
+  if (const auto& g = find_kernels(type)->row_groups)
+    cases.push_back({"table", g->single.tile, find_kernels(type)->vec_dot.dot});
+  if (cpu_sets().avx512) cases.push_back({"avx512", avx512_tile, avx512_dot});
+  return cases;
+}
+
 TEST(QuantRowGroups, Q8_0TilesEqualVecDotOnTheFilesRows) {
-  std::vector<GroupedCase> cases = {{"ref", ref::tile_q8_0_rows16, ref::vec_dot_q8_0}};
-  if (const auto& g = find_kernels(G::Q8_0)->row_groups)
-    cases.push_back({"table", g->single.tile, find_kernels(G::Q8_0)->vec_dot.dot});
-  if (cpu_sets().avx512) cases.push_back({"avx512", avx512::tile_q8_0_rows16, avx512::vec_dot_q8_0});
-  expect_grouped_tiles_equal(G::Q8_0, ref::group_rows_q8_0, ref::ungroup_rows_q8_0, cases, {32, 96, 256, 2080});
+  expect_grouped_tiles_equal(
+      G::Q8_0, ref::group_rows_q8_0, ref::ungroup_rows_q8_0,
+      vec_dot_cases(G::Q8_0, ref::tile_q8_0_rows16, ref::vec_dot_q8_0, avx512::tile_q8_0_rows16, avx512::vec_dot_q8_0),
+      {32, 96, 256, 2080});
 }
 
 // Q4_1's groups: vec_dot's 8 lanes and its min chain.
 TEST(QuantRowGroups, Q4_1TilesEqualVecDotOnTheFilesRows) {
-  std::vector<GroupedCase> cases = {{"ref", ref::tile_q4_1_rows16, ref::vec_dot_q4_1}};
-  if (const auto& g = find_kernels(G::Q4_1)->row_groups)
-    cases.push_back({"table", g->single.tile, find_kernels(G::Q4_1)->vec_dot.dot});
-  if (cpu_sets().avx512) cases.push_back({"avx512", avx512::tile_q4_1_rows16, avx512::vec_dot_q4_1});
-  expect_grouped_tiles_equal(G::Q4_1, ref::group_rows_q4_1, ref::ungroup_rows_q4_1, cases, {32, 96, 256, 2080});
+  expect_grouped_tiles_equal(
+      G::Q4_1, ref::group_rows_q4_1, ref::ungroup_rows_q4_1,
+      vec_dot_cases(G::Q4_1, ref::tile_q4_1_rows16, ref::vec_dot_q4_1, avx512::tile_q4_1_rows16, avx512::vec_dot_q4_1),
+      {32, 96, 256, 2080});
 }
 
 // Q4_K's groups reproduce llama.cpp's repacked kernels: the gemv (generation, the tokens of a prompt past its last

@@ -32,6 +32,7 @@
 #include "quant/blocks.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
+#include "quant/row_groups_x86.h"
 
 namespace tt::amx {
 namespace {
@@ -117,29 +118,17 @@ struct Q4KRows16 {
   // The same from a super-block of 16 rows stored in a group (RowGroups): its quant parts are the B tiles' rows
   // already, its scale parts hold the 16 rows' bytes side by side.
   explicit Q4KRows16(const uint8_t* sb) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F), low6 = _mm512_set1_epi8(0x3F), top2 = _mm512_set1_epi8(0x30);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int g = 0; g < kSub / 2; ++g)
       for (int k = 0; k < kGroups; ++k) {
-        const __m512i q = _mm512_loadu_si512(sb + 256 + 64 * (kGroups * g + k));
+        const __m512i q = _mm512_loadu_si512(sb + Q4KGroup::kQuants + 64 * (kGroups * g + k));
         _mm512_store_si512(bt[2 * g][k], _mm512_and_si512(q, low4));
         _mm512_store_si512(bt[2 * g + 1][k], _mm512_and_si512(_mm512_srli_epi16(q, 4), low4));
       }
-    const __m512i s0 = _mm512_loadu_si512(sb + 64), s1 = _mm512_loadu_si512(sb + 128);
-    const __m512i s2 = _mm512_loadu_si512(sb + 192);
-    // get_scale_min_k4 for 16 rows: bytes j of the 4-byte lanes are sub-blocks j (lo) and j + 4 (hi).
-    const __m512i scales[2] = {
-        _mm512_and_si512(s0, low6),
-        _mm512_or_si512(_mm512_and_si512(s2, low4), _mm512_and_si512(_mm512_srli_epi32(s0, 2), top2))};
-    const __m512i mins[2] = {_mm512_and_si512(s1, low6),
-                             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), low4),
-                                             _mm512_and_si512(_mm512_srli_epi32(s1, 2), top2))};
-    const __m512i byte = _mm512_set1_epi32(0xFF);
-    for (int j = 0; j < kSub; ++j) {
-      sc[j] = _mm512_and_si512(_mm512_srli_epi32(scales[j / 4], 8 * (j % 4)), byte);
-      mn[j] = _mm512_and_si512(_mm512_srli_epi32(mins[j / 4], 8 * (j % 4)), byte);
-    }
-    d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb)));
-    dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 32)));
+    const K4ScalesLanes k4(sb);
+    for (int j = 0; j < kSub; ++j) sc[j] = k4.scale(j), mn[j] = k4.min(j);
+    d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + Q4KGroup::kD)));
+    dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + Q4KGroup::kDmin)));
   }
 
   // acc[t] (acc, acc_min) of tokens [0, nt) (nt <= 16) += their super-block `i` against the rows (y: the group's
@@ -560,29 +549,37 @@ struct IQ4XSRows16 : LaneTiles {
   static __m512 finish(const float (&acc)[kAcc][kTile]) { return hsum(acc); }
 };
 
-// The loops of all four kernels: per 16 rows and kTokenBlock tokens, each super-block's rows transposed once (Rows)
-// and met by the tokens in groups of 16; each token's Rows::kAcc accumulators (16 floats, lane r = row r) start
-// at zero and Rows::finish turns them into the token's outputs.
+// The loops of all the tile kernels, for one tile of at most 16 rows against tokens [0, nt): super-block i of the
+// rows is transposed once (rows_at(i), a Rows) and met by the tokens in blocks of kTokenBlock, groups of 16 within;
+// each token's Rows::kAcc accumulators (16 floats, lane r = row r) start at zero and Rows::finish turns them into
+// the token's outputs of rows [0, rows).
+template <typename Rows, typename RowsAt>
+void tile_rows(RowsAt rows_at, int64_t rows, int64_t n, int64_t nt, const uint8_t* yb, uint64_t y_row, float* out,
+               int64_t ldo) {
+  alignas(64) float acc[kTokenBlock][Rows::kAcc][kTile];
+  for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
+    const int64_t tokens = std::min<int64_t>(kTokenBlock, nt - t0);
+    std::fill(&acc[0][0][0], &acc[0][0][0] + kTokenBlock * Rows::kAcc * kTile, 0.0f);
+    for (int64_t i = 0; i < n / kQK_K; ++i) {
+      const Rows w = rows_at(i);
+      for (int64_t g0 = 0; g0 < tokens; g0 += kTile)
+        w.token_group(std::min<int64_t>(kTile, tokens - g0), yb + (t0 + g0) * y_row, y_row, i, acc + g0);
+    }
+    for (int64_t t = 0; t < tokens; ++t)
+      _mm512_mask_storeu_ps(out + (t0 + t) * ldo, first_lanes(rows), Rows::finish(acc[t]));
+  }
+}
+
+// Rows in file order, 16 a tile.
 template <typename Rows>
 void gemm_tiles(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row,
                 float* out, int64_t ldo) {
   const uint8_t* xb = static_cast<const uint8_t*>(x);
-  const uint8_t* yb = static_cast<const uint8_t*>(y);
   load_config();
-  alignas(64) float acc[kTokenBlock][Rows::kAcc][kTile];
   for (int64_t r0 = 0; r0 < nr; r0 += kTile) {
     const int64_t rows = std::min<int64_t>(kTile, nr - r0);
-    for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
-      const int64_t tokens = std::min<int64_t>(kTokenBlock, nt - t0);
-      std::fill(&acc[0][0][0], &acc[0][0][0] + kTokenBlock * Rows::kAcc * kTile, 0.0f);
-      for (int64_t i = 0; i < n / kQK_K; ++i) {
-        const Rows w(xb + r0 * x_row + i * Rows::kBlockBytes, x_row, rows);
-        for (int64_t g0 = 0; g0 < tokens; g0 += kTile)
-          w.token_group(std::min<int64_t>(kTile, tokens - g0), yb + (t0 + g0) * y_row, y_row, i, acc + g0);
-      }
-      for (int64_t t = 0; t < tokens; ++t)
-        _mm512_mask_storeu_ps(out + (t0 + t) * ldo + r0, first_lanes(rows), Rows::finish(acc[t]));
-    }
+    tile_rows<Rows>([&](int64_t i) { return Rows(xb + r0 * x_row + i * Rows::kBlockBytes, x_row, rows); }, rows, n, nt,
+                    static_cast<const uint8_t*>(y), y_row, out + r0, ldo);
   }
 }
 
@@ -592,22 +589,12 @@ template <typename Rows>
 void grouped_gemm_tiles(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row,
                         float* out, int64_t ldo) {
   const uint8_t* xb = static_cast<const uint8_t*>(x);
-  const uint8_t* yb = static_cast<const uint8_t*>(y);
   const int64_t groups = nr / kTile;
   load_config();
-  alignas(64) float acc[kTokenBlock][Rows::kAcc][kTile];
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* group = xb + g * kTile * x_row;
-    for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
-      const int64_t tokens = std::min<int64_t>(kTokenBlock, nt - t0);
-      std::fill(&acc[0][0][0], &acc[0][0][0] + kTokenBlock * Rows::kAcc * kTile, 0.0f);
-      for (int64_t i = 0; i < n / kQK_K; ++i) {
-        const Rows w(group + i * kTile * Rows::kBlockBytes);
-        for (int64_t g0 = 0; g0 < tokens; g0 += kTile)
-          w.token_group(std::min<int64_t>(kTile, tokens - g0), yb + (t0 + g0) * y_row, y_row, i, acc + g0);
-      }
-      for (int64_t t = 0; t < tokens; ++t) _mm512_storeu_ps(out + (t0 + t) * ldo + g * kTile, Rows::finish(acc[t]));
-    }
+    tile_rows<Rows>([&](int64_t i) { return Rows(group + i * kTile * Rows::kBlockBytes); }, kTile, n, nt,
+                    static_cast<const uint8_t*>(y), y_row, out + g * kTile, ldo);
   }
   if (nr % kTile)
     gemm_tiles<Rows>(n, nr % kTile, nt, xb + groups * kTile * x_row, x_row, y, y_row, out + groups * kTile, ldo);

@@ -581,26 +581,21 @@ void grouped_tile(void (*ungroup)(const void*, void*, int64_t), void (*dot)(int6
 }
 }  // namespace
 
-void group_rows_q8_0(const void* rows, void* grouped, int64_t n) {
-  regroup_q8_0<true>(const_cast<uint8_t*>(static_cast<const uint8_t*>(rows)), static_cast<uint8_t*>(grouped), n);
-}
-void ungroup_rows_q8_0(const void* grouped, void* rows, int64_t n) {
-  regroup_q8_0<false>(static_cast<uint8_t*>(rows), const_cast<uint8_t*>(static_cast<const uint8_t*>(grouped)), n);
-}
-void group_rows_q4_1(const void* rows, void* grouped, int64_t n) {
-  regroup_q4_1<true>(const_cast<uint8_t*>(static_cast<const uint8_t*>(rows)), static_cast<uint8_t*>(grouped), n);
-}
-void ungroup_rows_q4_1(const void* grouped, void* rows, int64_t n) {
-  regroup_q4_1<false>(static_cast<uint8_t*>(rows), const_cast<uint8_t*>(static_cast<const uint8_t*>(grouped)), n);
-}
+// group_rows_T / ungroup_rows_T from regroup_T.
+#define TT_ROW_GROUP_LAYOUT(T)                                                                                      \
+  void group_rows_##T(const void* rows, void* grouped, int64_t n) {                                                 \
+    regroup_##T<true>(const_cast<uint8_t*>(static_cast<const uint8_t*>(rows)), static_cast<uint8_t*>(grouped), n);  \
+  }                                                                                                                 \
+  void ungroup_rows_##T(const void* grouped, void* rows, int64_t n) {                                               \
+    regroup_##T<false>(static_cast<uint8_t*>(rows), const_cast<uint8_t*>(static_cast<const uint8_t*>(grouped)), n); \
+  }
+TT_ROW_GROUP_LAYOUT(q8_0)
+TT_ROW_GROUP_LAYOUT(q4_1)
+TT_ROW_GROUP_LAYOUT(q4_k)
+#undef TT_ROW_GROUP_LAYOUT
+
 TT_TILE_DECL(tile_q4_1_rows16) {
   grouped_tile(ungroup_rows_q4_1, vec_dot_q4_1, n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
-void group_rows_q4_k(const void* rows, void* grouped, int64_t n) {
-  regroup_q4_k<true>(const_cast<uint8_t*>(static_cast<const uint8_t*>(rows)), static_cast<uint8_t*>(grouped), n);
-}
-void ungroup_rows_q4_k(const void* grouped, void* rows, int64_t n) {
-  regroup_q4_k<false>(static_cast<uint8_t*>(rows), const_cast<uint8_t*>(static_cast<const uint8_t*>(grouped)), n);
 }
 TT_TILE_DECL(tile_q8_0_rows16) {
   grouped_tile(ungroup_rows_q8_0, vec_dot_q8_0, n, nr, nt, x, x_row, y, y_row, out, ldo);
