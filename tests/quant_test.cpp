@@ -1213,21 +1213,24 @@ TEST(QuantAmx, TileQ2_KEqualsGemmReferenceExactly) {
   EXPECT_EQ(cases, 3 * 10 * 3);
 }
 
-TEST(QuantAmx, TileQ2_KHonoursStrides) {
-  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+// expect_tile_honours_strides for a K-quant tile over Matrices' rows and tokens (19 rows, 21 tokens of 512).
+template <typename Matrices>
+void expect_k_tile_honours_strides(G type, TileFn tile) {
   Rng rng;
   constexpr int64_t n = 512, nr = 19, nt = 21;
-  const Q2KMatrices m(n, nr, nt, rng, 0);
-  expect_tile_honours_strides(G::Q2_K, amx::tile_repack_gemm_q2_k, n, nr, nt, m.x, m.y);
+  const Matrices m(n, nr, nt, rng, 0);
+  expect_tile_honours_strides(type, tile, n, nr, nt, m.x, m.y);
+}
+
+TEST(QuantAmx, TileQ2_KHonoursStrides) {
+  if (!amx_available()) GTEST_SKIP() << kNoAmx;
+  expect_k_tile_honours_strides<Q2KMatrices>(G::Q2_K, amx::tile_repack_gemm_q2_k);
 }
 
 // Rows and tokens read in place with their strides (a weight slab's rows, a wider activation scratch).
 TEST(QuantAmx, TileQ4_KHonoursStrides) {
   if (!amx_available()) GTEST_SKIP() << kNoAmx;
-  Rng rng;
-  constexpr int64_t n = 512, nr = 19, nt = 21;
-  const Q4KMatrices m(n, nr, nt, rng, 0);
-  expect_tile_honours_strides(G::Q4_K, amx::tile_repack_gemm_q4_k, n, nr, nt, m.x, m.y);
+  expect_k_tile_honours_strides<Q4KMatrices>(G::Q4_K, amx::tile_repack_gemm_q4_k);
 }
 
 // Q5_K and Q6_K prompt batches: "auto" runs them on AMX tiles where the CPU has them (same bits as the AVX-512
@@ -1289,26 +1292,17 @@ TEST(QuantAmx, TileIQ4_XSEqualsVecDotExactly) {
 
 TEST(QuantAmx, TileIQ4_XSHonoursStrides) {
   if (!amx_available()) GTEST_SKIP() << kNoAmx;
-  Rng rng;
-  constexpr int64_t n = 512, nr = 19, nt = 21;
-  const IQ4XSMatrices m(n, nr, nt, rng, 0);
-  expect_tile_honours_strides(G::IQ4_XS, amx::tile_iq4_xs, n, nr, nt, m.x, m.y);
+  expect_k_tile_honours_strides<IQ4XSMatrices>(G::IQ4_XS, amx::tile_iq4_xs);
 }
 
 TEST(QuantAmx, TileQ5_KHonoursStrides) {
   if (!amx_available()) GTEST_SKIP() << kNoAmx;
-  Rng rng;
-  constexpr int64_t n = 512, nr = 19, nt = 21;
-  const Q5KMatrices m(n, nr, nt, rng, 0);
-  expect_tile_honours_strides(G::Q5_K, amx::tile_q5_k, n, nr, nt, m.x, m.y);
+  expect_k_tile_honours_strides<Q5KMatrices>(G::Q5_K, amx::tile_q5_k);
 }
 
 TEST(QuantAmx, TileQ6_KHonoursStrides) {
   if (!amx_available()) GTEST_SKIP() << kNoAmx;
-  Rng rng;
-  constexpr int64_t n = 512, nr = 19, nt = 21;
-  const Q6KMatrices m(n, nr, nt, rng, 0);
-  expect_tile_honours_strides(G::Q6_K, amx::tile_q6_k, n, nr, nt, m.x, m.y);
+  expect_k_tile_honours_strides<Q6KMatrices>(G::Q6_K, amx::tile_q6_k);
 }
 
 // The scalar VDPBF16PS emulation against the instruction itself, where the CPU has it.
