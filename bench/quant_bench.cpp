@@ -158,7 +158,7 @@ void attend(benchmark::State& state) {
   const uint64_t stride = kv_heads * d * sizeof(uint16_t);
   for (auto _ : state) {
     attend_f16(nq, qs.data(), positions.data(), reinterpret_cast<const uint8_t*>(k.data()),
-               reinterpret_cast<const uint8_t*>(v.data()), stride, d, 0.125f, acc.data(), outs.data());
+               reinterpret_cast<const uint8_t*>(v.data()), stride, d, 0.125f, acc.data(), outs.data(), nullptr);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n_pos * nq);

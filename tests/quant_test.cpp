@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "gguf/ggml_type.h"
@@ -590,7 +591,7 @@ TEST(QuantRope, RotateEqualsReference) {
 // Flash attention: the SIMD kernel gives the scalar reference's floats bit for bit, for head sizes below, at and
 // above one vector (and the register-resident sizes 64, 128), 1 to 4 queries per call with their own position
 // counts (as the heads of a GQA group and neighbouring tokens are called), 1 to 300 cache positions in a strided
-// (GQA) cache.
+// (GQA) cache; normalised, and as partial results (unnormalised accumulators and softmax states).
 TEST(QuantAttention, AttendF16EqualsReference) {
   Rng rng;
   const auto [avx2, avx512] = cpu_sets();
@@ -618,14 +619,31 @@ TEST(QuantAttention, AttendF16EqualsReference) {
           got_out[qi] = got.data() + qi * d;
         }
         std::vector<uint16_t> acc(d);
-        ref::attend_f16(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), want_out.data());
-        for (const auto& [name, fn] : impls) {
-          std::fill(got.begin(), got.end(), -7.0f);
-          fn(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), got_out.data());
-          for (int64_t i = 0; i < nq * d; ++i)
-            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-                << name << " d=" << d << " queries=" << nq << " query " << i / d << " (n_pos " << n_pos[i / d]
-                << ") element " << i % d << ": " << got[i] << " vs " << want[i];
+        for (bool partial : {false, true}) {
+          SoftmaxState want_state[kAttendMaxQueries], got_state[kAttendMaxQueries];
+          ref::attend_f16(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), want_out.data(),
+                          partial ? want_state : nullptr);
+          for (const auto& [name, fn] : impls) {
+            std::fill(got.begin(), got.end(), -7.0f);
+            fn(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), got_out.data(),
+               partial ? got_state : nullptr);
+            for (int64_t i = 0; i < nq * d; ++i)
+              ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                  << name << (partial ? " partial" : "") << " d=" << d << " queries=" << nq << " query " << i / d
+                  << " (n_pos " << n_pos[i / d] << ") element " << i % d << ": " << got[i] << " vs " << want[i];
+            for (int qi = 0; partial && qi < nq; ++qi) {
+              EXPECT_EQ(got_state[qi].max_score, want_state[qi].max_score) << name << " query " << qi;
+              EXPECT_EQ(got_state[qi].sum, want_state[qi].sum) << name << " query " << qi;
+              EXPECT_GT(want_state[qi].sum, 0.0f);
+            }
+          }
+          if (partial) {  // the partial accumulator scaled by 1/S is the normalised result
+            ref::attend_f16(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), got_out.data(), nullptr);
+            for (int qi = 0; qi < nq; ++qi)
+              for (int64_t i = 0; i < d; ++i)
+                ASSERT_EQ(want_out[qi][i] * want_state[qi].inverse(), got_out[qi][i])
+                    << "query " << qi << " element " << i;
+          }
         }
       }
     }
@@ -901,6 +919,96 @@ TEST(QuantAttention, F16StepsEqualReference) {
         ref::scale_f16(want.data(), s, n);
         impl.scale(got.data(), s, n);
         EXPECT_EQ(got, want) << impl.name << " scale n=" << n;
+      }
+    }
+  }
+}
+
+// The tiled path (llama.cpp's prompts of 64 tokens or more): the SIMD tiles give the scalar reference's floats bit
+// for bit, over F16 and F32 caches, head sizes 16 to 128, 1 to 64 rows per call with their own position counts
+// (ending inside and at the edges of the 64-position tiles, up to four tiles); and the reference is attention:
+// within 1e-4 of softmax(K.q * scale) V computed in double.
+TEST(QuantAttention, AttendTiledEqualsReference) {
+  Rng rng;
+  const auto [avx2, avx512] = cpu_sets();
+  if (!avx2) GTEST_SKIP() << "no AVX2/F16C";
+  std::vector<std::pair<const char*, TT_ATTEND_TILED_DECL((*))>> impls = {{"avx2", avx2::attend_tiled}};
+  if (avx512) impls.push_back({"avx512", avx512::attend_tiled});
+  for (bool f16 : {true, false}) {
+    for (int64_t d : {16, 32, 64, 128}) {
+      for (int rows : {1, 5, 64}) {
+        const int64_t max_pos = 230, kv_heads = 2, elem = f16 ? 2 : 4, stride = kv_heads * d * elem;
+        std::vector<uint8_t> k(max_pos * stride), v(max_pos * stride);
+        std::vector<float> kf(max_pos * d), vf(max_pos * d);  // the second KV head's values
+        for (auto [cache, values] : {std::pair{&k, &kf}, std::pair{&v, &vf}})
+          for (int64_t p = 0; p < max_pos; ++p)
+            for (int64_t h = 0; h < kv_heads; ++h)
+              for (int64_t i = 0; i < d; ++i) {
+                float x = rng.normal();
+                uint8_t* at = cache->data() + p * stride + (h * d + i) * elem;
+                if (f16) {
+                  const uint16_t half = fp32_to_fp16(x);
+                  x = fp16_to_fp32(half);
+                  std::memcpy(at, &half, 2);
+                } else {
+                  std::memcpy(at, &x, 4);
+                }
+                if (h == 1) (*values)[p * d + i] = x;
+              }
+        std::vector<float> q(rows * d), want(rows * d), got(rows * d);
+        for (auto& x : q) x = rng.normal();
+        std::vector<const float*> qs(rows);
+        std::vector<float*> want_out(rows), got_out(rows);
+        std::vector<int64_t> n_pos(rows);
+        for (int r = 0; r < rows; ++r) {
+          qs[r] = q.data() + r * d;
+          want_out[r] = want.data() + r * d;
+          got_out[r] = got.data() + r * d;
+          const int64_t edges[] = {1, 63, 64, 65, 128, 129, 200, max_pos};
+          n_pos[r] = r < 8 ? edges[r] : 1 + (r * 37) % max_pos;
+        }
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        AlignedBuffer scratch;
+        scratch.reserve(attend_tiled_scratch_floats(d) * sizeof(float));
+        const uint8_t* kb = k.data() + d * elem;
+        const uint8_t* vb = v.data() + d * elem;
+        AttendTiledArgs args{rows,
+                             qs.data(),
+                             n_pos.data(),
+                             kb,
+                             vb,
+                             static_cast<uint64_t>(stride),
+                             f16,
+                             d,
+                             scale,
+                             reinterpret_cast<float*>(scratch.data()),
+                             want_out.data()};
+        ref::attend_tiled(args);
+        for (int r = 0; r < rows; ++r) {  // the reference against attention in double
+          std::vector<double> w(n_pos[r]);
+          double m = -INFINITY, sum = 0;
+          for (int64_t p = 0; p < n_pos[r]; ++p) {
+            double dot = 0;
+            for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(q[r * d + i]) * kf[p * d + i];
+            w[p] = dot * scale;
+            m = std::max(m, w[p]);
+          }
+          for (auto& x : w) sum += x = std::exp(x - m);
+          for (int64_t i = 0; i < d; ++i) {
+            double o = 0;
+            for (int64_t p = 0; p < n_pos[r]; ++p) o += w[p] * vf[p * d + i];
+            ASSERT_NEAR(want[r * d + i], o / sum, 1e-4) << "reference row " << r << " element " << i;
+          }
+        }
+        for (const auto& [name, fn] : impls) {
+          std::fill(got.begin(), got.end(), -7.0f);
+          args.out = got_out.data();
+          fn(args);
+          for (int64_t i = 0; i < rows * d; ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                << name << (f16 ? " F16" : " F32") << " d=" << d << " rows=" << rows << " row " << i / d << " (n_pos "
+                << n_pos[i / d] << ") element " << i % d << ": " << got[i] << " vs " << want[i];
+        }
       }
     }
   }

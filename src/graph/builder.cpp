@@ -102,7 +102,7 @@ Tensor* GraphBuilder::set_rows(const Tensor* cache, const Tensor* x, int32_t pos
 }
 
 Tensor* GraphBuilder::flash_attn(const Tensor* q, const Tensor* k, const Tensor* v, int32_t pos0, int32_t n_kv,
-                                 float scale, const std::string& name) {
+                                 float scale, int32_t kv_chunk, const std::string& name) {
   const Tensor& qs = q->storage();  // [head_dim, n_heads, n_tokens]
   const Tensor& ks = k->storage();  // [n_kv_heads * head_dim, n_ctx]
   if (qs.ne[0] <= 0 || ks.ne[0] % qs.ne[0] != 0 || qs.ne[1] % (ks.ne[0] / qs.ne[0]) != 0)
@@ -115,6 +115,9 @@ Tensor* GraphBuilder::flash_attn(const Tensor* q, const Tensor* k, const Tensor*
   n.params.pos0 = pos0;
   n.params.n_kv = n_kv;
   n.params.scale = scale;
+  if (kv_chunk < 0 || (kv_chunk > 0 && qs.ne[2] != 1))
+    fail("FLASH_ATTN_EXT '{}': cache chunks of {} positions for {} tokens", name, kv_chunk, qs.ne[2]);
+  n.params.kv_chunk = kv_chunk;
   return out;
 }
 

@@ -39,6 +39,7 @@ struct OpParams {
   int32_t pos0 = 0;            // ROPE, SET_ROWS, FLASH_ATTN_EXT: position of the first token of the step
   int32_t n_kv = 0;            // FLASH_ATTN_EXT: positions [0, n_kv) of the cache are attended (causal within)
   float scale = 1.0f;          // FLASH_ATTN_EXT
+  int32_t kv_chunk = 0;        // FLASH_ATTN_EXT, one-token steps: llama.cpp's cache chunks of this many positions
   std::vector<int32_t> rows;   // GET_ROWS: row ids (known when the graph is built); empty: per token, src[1]'s ids
   int32_t k = 0;               // TOP_K: values kept per row
   float lo = 0.0f, hi = 0.0f;  // CLAMP

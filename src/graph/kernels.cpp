@@ -379,53 +379,126 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   const uint64_t stride = kc.row_size(), head_bytes = stride / n_kv_heads;  // K and V share type and width
   auto query = [&](int64_t t, int64_t h) { return q.as<const float>() + (t * n_heads + h) * head_dim; };
   auto output = [&](int64_t t, int64_t h) { return n.out->as<float>() + (t * n_heads + h) * head_dim; };
-  if (kc.type != GgmlType::F16) {                               // F32 cache: one query at a time
-    float* acc = reinterpret_cast<float*>(ctx.thread_scratch);  // [head_dim]
-    const Range r = split(n_tokens * n_heads, ctx.ith, ctx.nth);
-    for (int64_t item = r.begin; item < r.end; ++item) {
-      const int64_t t = item / n_heads, h = item % n_heads, n_pos = n.params.pos0 + t + 1;
-      std::fill(acc, acc + head_dim, 0.0f);
-      AttendSteps<float, dot_f32_double, scale_f32, mad_f32> steps{
-          query(t, h), kc.data + (h / group) * head_bytes, vc.data + (h / group) * head_bytes, stride, head_dim, acc};
-      float inv;
-      attend(steps, &n_pos, n.params.scale, &inv);
-      for (int64_t d = 0; d < head_dim; ++d) output(t, h)[d] = acc[d] * inv;
-    }
+  if (attention_is_tiled(n_tokens, head_dim)) {
+    // llama.cpp's tiled path (attend.h). A unit: the heads of a GQA group (or up to kTileRows of them) and as many
+    // neighbouring tokens as fill kTileRows rows, so the heads share each converted K and V tile. The last tokens'
+    // units (the longest rows of a causal prompt) go first, so no thread is left with one long unit at the end.
+    const int64_t heads_per_unit = std::min(group, kTileRows);
+    const int64_t chunks = (group + heads_per_unit - 1) / heads_per_unit;
+    const int64_t tokens_per_unit = kTileRows / heads_per_unit;
+    const int64_t token_blocks = (n_tokens + tokens_per_unit - 1) / tokens_per_unit;
+    const float* qs[kTileRows];
+    float* outs[kTileRows];
+    int64_t n_pos[kTileRows];
+    for_each_chunk(ctx, token_blocks * n_kv_heads * chunks, [&](int64_t unit) {
+      const int64_t chunk = unit % chunks, kv_head = unit / chunks % n_kv_heads;
+      const int64_t block = token_blocks - 1 - unit / chunks / n_kv_heads;
+      const int64_t h0 = kv_head * group + chunk * heads_per_unit,
+                    h1 = std::min(h0 + heads_per_unit, (kv_head + 1) * group);
+      const int64_t t0 = block * tokens_per_unit, t1 = std::min(t0 + tokens_per_unit, n_tokens);
+      int rows = 0;
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t h = h0; h < h1; ++h, ++rows) {
+          qs[rows] = query(t, h);
+          outs[rows] = output(t, h);
+          n_pos[rows] = n.params.pos0 + t + 1;
+        }
+      attend_tiled({rows, qs, n_pos, kc.data + kv_head * head_bytes, vc.data + kv_head * head_bytes, stride,
+                    kc.type == GgmlType::F16, head_dim, n.params.scale, reinterpret_cast<float*>(ctx.thread_scratch),
+                    outs});
+    });
     return;
   }
-  // Units: (token block, KV head, chunk of the group's heads), each at most kAttendMaxQueries queries.
-  const int64_t heads_per_unit = std::min<int64_t>(group, kAttendMaxQueries);
+  // A one-token step over a long cache: llama.cpp splits the cache into chunks of kv_chunk positions (one per
+  // thread of its run), attends each chunk on its own and merges the chunks' partial results in chunk order
+  // (merge_partials). Otherwise one chunk holds every position.
+  const int64_t kv_chunk = n.params.kv_chunk > 0 ? n.params.kv_chunk : n.params.pos0 + n_tokens;
+  const int64_t kv_chunks = (n.params.pos0 + n_tokens + kv_chunk - 1) / kv_chunk;
+  const bool split_cache = n.params.kv_chunk > 0;
+  if (split_cache && n_tokens != 1) fail("flash attention: a split cache with {} tokens in the step", n_tokens);
+  float* partials = split_cache ? reinterpret_cast<float*>(ctx.scratch) : nullptr;  // [n_heads][kv_chunks][2 + d]
+  const int64_t partial_floats = 2 + head_dim;
+  auto partial = [&](int64_t h, int64_t c) { return partials + (h * kv_chunks + c) * partial_floats; };
+  // Units: (cache chunk, token block, KV head, chunk of the group's heads), each at most kAttendMaxQueries queries
+  // (one at a time for an F32 cache).
+  const bool f16 = kc.type == GgmlType::F16;
+  const int64_t max_queries = f16 ? kAttendMaxQueries : 1;
+  const int64_t heads_per_unit = std::min<int64_t>(group, max_queries);
   const int64_t chunks = (group + heads_per_unit - 1) / heads_per_unit;
-  const int64_t tokens_per_unit = std::max<int64_t>(1, kAttendMaxQueries / heads_per_unit);
+  const int64_t tokens_per_unit = std::max<int64_t>(1, max_queries / heads_per_unit);
   const int64_t token_blocks = (n_tokens + tokens_per_unit - 1) / tokens_per_unit;
-  const int64_t n_units = token_blocks * n_kv_heads * chunks;
-  // The unit's queries in F16 [head_dim, kAttendMaxQueries], then the accumulator [head_dim] (thread_scratch_bytes).
+  const int64_t n_units = kv_chunks * token_blocks * n_kv_heads * chunks;
+  // The unit's queries in F16 [head_dim, kAttendMaxQueries], then the accumulator [head_dim] (thread_scratch_bytes);
+  // an F32 cache's accumulator [head_dim] alone.
   uint16_t* q16 = reinterpret_cast<uint16_t*>(ctx.thread_scratch);
   uint16_t* acc16 = q16 + kAttendMaxQueries * head_dim;
+  float* acc32 = reinterpret_cast<float*>(ctx.thread_scratch);
   const uint16_t* qs[kAttendMaxQueries];
   float* outs[kAttendMaxQueries];
   int64_t n_pos[kAttendMaxQueries];
+  SoftmaxState states[kAttendMaxQueries];
   // Units are taken one at a time (neighbouring units cost about the same): each thread gets an equal share of a
   // causal prompt's work, where contiguous ranges would give the last thread the longest rows.
   for_each_chunk(ctx, n_units, [&](int64_t unit) {
-    const int64_t chunk = unit % chunks, kv_head = unit / chunks % n_kv_heads, block = unit / chunks / n_kv_heads;
+    const int64_t chunk = unit % chunks, kv_head = unit / chunks % n_kv_heads,
+                  block = unit / chunks / n_kv_heads % token_blocks, c = unit / chunks / n_kv_heads / token_blocks;
     const int64_t h0 = kv_head * group + chunk * heads_per_unit,
                   h1 = std::min(h0 + heads_per_unit, (kv_head + 1) * group);
     const int64_t t0 = block * tokens_per_unit, t1 = std::min(t0 + tokens_per_unit, n_tokens);
+    const int64_t p0 = c * kv_chunk;  // the chunk's first position
+    const uint8_t* k = kc.data + p0 * stride + kv_head * head_bytes;
+    const uint8_t* v = vc.data + p0 * stride + kv_head * head_bytes;
     int nq = 0;
     for (int64_t t = t0; t < t1; ++t) {
       for (int64_t h = h0; h < h1; ++h, ++nq) {
-        uint16_t* q_half = q16 + nq * head_dim;
-        fp32_to_fp16_row(query(t, h), q_half, head_dim);  // llama.cpp converts Q to the cache type
-        qs[nq] = q_half;
-        outs[nq] = output(t, h);
-        n_pos[nq] = n.params.pos0 + t + 1;
+        outs[nq] = split_cache ? partial(h, c) + 2 : output(t, h);
+        n_pos[nq] = std::clamp<int64_t>(n.params.pos0 + t + 1 - p0, 0, kv_chunk);
+        if (f16) {
+          uint16_t* q_half = q16 + nq * head_dim;
+          fp32_to_fp16_row(query(t, h), q_half, head_dim);  // llama.cpp converts Q to the cache type
+          qs[nq] = q_half;
+        }
       }
     }
-    const auto attend = ctx.llamacpp_build == LlamaCppBuild::kAmdAvx512 ? attend_f16_simd64 : attend_f16;
-    attend(nq, qs, n_pos, kc.data + kv_head * head_bytes, vc.data + kv_head * head_bytes, stride, head_dim,
-           n.params.scale, acc16, outs);
+    SoftmaxState* keep = split_cache ? states : nullptr;
+    if (f16) {
+      const auto attend_f16_order = ctx.llamacpp_build == LlamaCppBuild::kAmdAvx512 ? attend_f16_simd64 : attend_f16;
+      attend_f16_order(nq, qs, n_pos, k, v, stride, head_dim, n.params.scale, acc16, outs, keep);
+    } else {
+      std::fill(acc32, acc32 + head_dim, 0.0f);
+      AttendSteps<float, dot_f32_double, scale_f32, mad_f32> steps{query(t0, h0), k, v, stride, head_dim, acc32};
+      attend(steps, n_pos, n.params.scale, states);
+      const float s = output_scale(states[0], keep, 0);
+      for (int64_t d = 0; d < head_dim; ++d) outs[0][d] = acc32[d] * s;
+    }
+    if (split_cache)
+      for (int i = 0; i < nq; ++i) {
+        const int64_t h = h0 + i % (h1 - h0);
+        partial(h, c)[0] = states[i].max_score;
+        partial(h, c)[1] = states[i].sum;
+      }
   });
+  if (!split_cache) return;
+  ctx.barrier();
+  // ggml_flash_attn_ext_reduce_partials: per head, the chunks in order, each rescaled to the running maximum
+  // (its contractions as llama.cpp's -march=native build makes them), then acc / S.
+  const Range r = split(n_heads, ctx.ith, ctx.nth);
+  for (int64_t h = r.begin; h < r.end; ++h) {
+    float* out = output(0, h);
+    float max_score = -INFINITY, sum = 0.0f;
+    std::fill(out, out + head_dim, 0.0f);
+    for (int64_t c = 0; c < kv_chunks; ++c) {
+      const float* p = partial(h, c);
+      if (p[1] == 0.0f) continue;  // no position of the chunk attended
+      const float m = std::max(max_score, p[0]);
+      const float scale_old = std::exp(max_score - m), scale_new = std::exp(p[0] - m);
+      for (int64_t d = 0; d < head_dim; ++d) out[d] = std::fma(out[d], scale_old, p[2 + d] * scale_new);
+      sum = std::fma(sum, scale_old, p[1] * scale_new);
+      max_score = m;
+    }
+    const float inv = SoftmaxState{max_score, sum}.inverse();
+    for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
+  }
 }
 
 // ggml_vec_swiglu_f32 (see swiglu_row in quant.h).
@@ -452,6 +525,11 @@ void ComputeContext::barrier() const {
 int64_t ComputeContext::next_chunk() const { return chunk_counter->fetch_add(1, std::memory_order_relaxed); }
 
 size_t scratch_bytes(const Node& node) {
+  if (node.op == OpKind::FLASH_ATTN_EXT && node.params.kv_chunk > 0) {  // the chunks' partial results
+    const Tensor& q = node.src[0]->storage();
+    const int64_t chunks = (node.params.pos0 + q.ne[2] + node.params.kv_chunk - 1) / node.params.kv_chunk;
+    return static_cast<size_t>(q.ne[1] * chunks * (2 + q.ne[0])) * sizeof(float);
+  }
   if (node.op != OpKind::MUL_MAT && node.op != OpKind::MUL_MAT_ID) return 0;
   return converted_row_bytes(node) * node.src[1]->n_rows();
 }
@@ -466,6 +544,8 @@ size_t thread_scratch_bytes(const Node& node) {
       return static_cast<size_t>(2 * node.src[0]->ne[2] + 1 + node.src[2]->n_elements()) * sizeof(int32_t);
     case OpKind::FLASH_ATTN_EXT: {
       const int64_t head_dim = node.src[0]->storage().ne[0];
+      if (attention_is_tiled(node.src[0]->storage().ne[2], head_dim))
+        return static_cast<size_t>(attend_tiled_scratch_floats(head_dim)) * sizeof(float);
       if (node.src[1]->storage().type != GgmlType::F16) return static_cast<size_t>(head_dim) * sizeof(float);
       return static_cast<size_t>((kAttendMaxQueries + 1) * head_dim) * sizeof(uint16_t);
     }

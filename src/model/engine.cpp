@@ -13,6 +13,7 @@ Engine::Engine(const Model& model, EngineOptions options)
   if (options_.n_ctx == 0) options_.n_ctx = std::min(model.config.n_ctx_train, 4096);
   init_run_state(state_, model.config, options_.n_ctx, options_.kv_type);
   state_.llamacpp_build = options_.llamacpp_build;
+  state_.n_threads = options_.n_threads;
   if (options_.moe_predict && model.config.n_expert == 0)
     fail("expert prediction (--moe-predict) needs a mixture-of-experts model; this {} model has no experts",
          model.config.arch_name);

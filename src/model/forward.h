@@ -26,6 +26,7 @@ struct RunState {
   AlignedBuffer scratch;                                           // per-op work memory
   int32_t n_past = 0;                                              // positions already in the cache
   LlamaCppBuild llamacpp_build = LlamaCppBuild::kIntelAvx512Fp16;  // given to every step's graph
+  int n_threads = 1;  // the threads of the llama.cpp run reproduced: its one-token attention splits the cache by them
   // `run --moe-predict`: each routed layer but the last also applies the next layer's router to its FFN input
   // (ffn_moe_pred_* nodes), the next layer's experts as Mixtral-offloading would speculate them.
   bool moe_predict = false;

@@ -5,12 +5,14 @@
 //   void score(pos, float* s)              s[qi * kScoreStride] = K[pos] . Q_qi (unscaled), for every query
 //   void rescale(int qi, float ms)         acc_qi *= ms
 //   void accumulate(int qi, pos, float vs) acc_qi += V[pos] * vs
-// inv[qi] = 1/S (S the softmax normaliser; 0 when S is 0), by which the caller scales acc_qi (as ggml does).
+// state[qi]: the query's running maximum and softmax sum S at the end; the caller scales acc_qi by 1/S (0 when S is
+// 0, as ggml does: normalised()), or keeps both as a partial result (llama.cpp's split of the cache, below).
 // Written once and instantiated by the scalar reference, the SIMD kernels and the F32-cache path, so the order of
 // every float step (and the libm expf llama.cpp calls) is the same in all of them, and each query's steps are
 // those of a call with that query alone.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -25,6 +27,7 @@ constexpr int64_t kScoreStride = 2 * kAttendBlock;  // between queries in a scor
 // keeps its own copy, built with its instruction set (one shared copy from a baseline file would call libm's fmaf).
 struct SoftmaxState {
   float max_score = -INFINITY, sum = 0.0f;
+  float inverse() const { return sum == 0.0f ? 0.0f : 1.0f / sum; }  // what the accumulator is scaled by
 };
 [[gnu::noinline, maybe_unused]] static void softmax_block(SoftmaxState& st, const float* scores, int64_t n,
                                                           bool* rescaled, float* rescales, float* weights) {
@@ -44,8 +47,16 @@ struct SoftmaxState {
   }
 }
 
+// What query qi's accumulator is scaled by at the end: 1/S, or, when the caller keeps partial results, 1 (the
+// state goes to partial[qi]).
+inline float output_scale(const SoftmaxState& state, SoftmaxState* partial, int qi) {
+  if (partial == nullptr) return state.inverse();
+  partial[qi] = state;
+  return 1.0f;
+}
+
 template <typename Steps>
-void attend(Steps& steps, const int64_t* n_pos, float scale, float* inv) {
+void attend(Steps& steps, const int64_t* n_pos, float scale, SoftmaxState* state) {
   // Positions go in blocks: a block's scores, then each query's softmax chain over them (its exps depend only on
   // the scores), then the accumulator updates in position order, interleaved with the next block's scores so
   // that the independent dot products fill the waits of the accumulator chains.
@@ -81,16 +92,18 @@ void attend(Steps& steps, const int64_t* n_pos, float scale, float* inv) {
       }
     }
   }
-  for (int qi = 0; qi < kQ; ++qi) inv[qi] = st[qi].sum == 0.0f ? 0.0f : 1.0f / st[qi].sum;
+  for (int qi = 0; qi < kQ; ++qi) state[qi] = st[qi];
 }
 
 // Up to kAttendMaxQueries queries of one KV head over an F16 cache, llama.cpp's VKQ16 path: query qi (d halves at
 // q[qi]) attends to positions [0, n_pos[qi]) of K and V rows `stride` bytes apart starting at k and v; acc is
-// d halves of scratch; out[qi] = acc_qi / S_qi as floats. Each query's result is that of a call with it alone.
+// d halves of scratch; out[qi] = acc_qi / S_qi as floats, or, with `partial`, out[qi] = acc_qi as floats and
+// partial[qi] its softmax state (a chunk of llama.cpp's split cache). Each query's result is that of a call with it
+// alone.
 constexpr int kAttendMaxQueries = 4;
 #define TT_ATTEND_F16_DECL(name)                                                                               \
   void name(int n_queries, const uint16_t* const* q, const int64_t* n_pos, const uint8_t* k, const uint8_t* v, \
-            uint64_t stride, int64_t d, float scale, uint16_t* acc, float* const* out)
+            uint64_t stride, int64_t d, float scale, uint16_t* acc, float* const* out, SoftmaxState* partial)
 
 // One query's steps over a cache of element type T from three primitives: dot(k_row, q), scale(acc, ms),
 // mad(acc, v_row, vs). F16: dot_f16_double / scale_f16 / mad_f16 of one kernel set; F32: the float versions in
@@ -108,5 +121,91 @@ struct AttendSteps {
   void rescale(int, float ms) { kScale(acc, ms, d); }
   void accumulate(int, int64_t pos, float vs) { kMad(acc, reinterpret_cast<const T*>(v + pos * stride), vs, d); }
 };
+
+// ---- The tiled path: llama.cpp's ggml_compute_forward_flash_attn_ext_tiled, which its CPU backend runs instead
+// of the loop above when a batch has at least kTileRows tokens and the head size is a multiple of its float vector
+// (16 in the AVX-512 builds the engine reproduces). A tile is kTileRows queries against kTilePositions cache
+// positions: the scores as a matrix product (each score one FMA chain over the head's elements, from 0, in
+// element order), times the scale, masked to -inf; per query the tile's maximum, the accumulator and the sum
+// rescaled by libm's expf when it moved, the tile's exps (ggml_vec_soft_max_f32: ggml_v_expf over 16-position
+// chunks, each chunk's sum by _mm512_reduce_add_ps's tree, the chunks summed in double and added to the float sum);
+// then accumulator += exps x V, each element one FMA chain over the positions in order, in floats. Q and V are
+// used as floats (Q is not rounded to the cache type here), and the output is acc / S.
+//
+// Every query's result depends on its own row and the cache alone (zero weights add nothing to a chain that
+// starts at +0), so queries may be grouped into calls at will. `Tile` supplies the arithmetic on its instruction
+// set; the bookkeeping below is the same for the scalar reference and the SIMD kernels:
+//   void pack(p0, n)                   K (transposed) and V of positions [p0, p0 + n) as floats
+//   void scores(n_rows, n, float* kq)  kq[r * kTilePositions + j] = K[p0 + j] . Q_r for j < n (as above)
+//   double softmax(row, max, n)        row[j] = exp(row[j] - max) over the 16-position chunks that hold [0, n);
+//                                      the chunks' sums in double
+//   void rescale(r, ms)                acc_r *= ms
+//   void accumulate(n_rows, n, kq)     acc_r += sum over j < n of kq[r][j] * V[p0 + j]
+//   void finish(r, inv)                out_r = acc_r * inv
+constexpr int64_t kTileRows = 64, kTilePositions = 64;  // GGML_FA_TILE_Q, GGML_FA_TILE_KV
+constexpr int64_t kTiledHeadMultiple = 16;
+inline bool attention_is_tiled(int64_t n_tokens, int64_t head_dim) {
+  return n_tokens >= kTileRows && head_dim % kTiledHeadMultiple == 0;
+}
+
+// One call: up to kTileRows queries that read the same K and V rows (`stride` bytes apart from position 0 at k
+// and v, F16 or F32), query r at q[r] (d floats) attending to positions [0, n_pos[r]), its result to out[r].
+struct AttendTiledArgs {
+  int n_rows;
+  const float* const* q;
+  const int64_t* n_pos;
+  const uint8_t *k, *v;
+  uint64_t stride;
+  bool f16;
+  int64_t d;
+  float scale;
+  float* scratch;  // attend_tiled_scratch_floats(d), 64-byte aligned
+  float* const* out;
+};
+#define TT_ATTEND_TILED_DECL(name) void name(const AttendTiledArgs& a)
+// K transposed [d][kTilePositions], V [kTilePositions][d], scores [kTileRows][kTilePositions], acc [kTileRows][d].
+constexpr int64_t attend_tiled_scratch_floats(int64_t d) {
+  return 2 * d * kTilePositions + kTileRows * kTilePositions + kTileRows * d;
+}
+
+template <typename Tile>
+void attend_in_tiles(Tile& tile, const AttendTiledArgs& a, float* kq) {
+  float max_score[kTileRows], sum[kTileRows];
+  int64_t max_pos = 0;
+  for (int r = 0; r < a.n_rows; ++r) {
+    max_score[r] = -INFINITY;
+    sum[r] = 0.0f;
+    max_pos = std::max(max_pos, a.n_pos[r]);
+  }
+  for (int64_t p0 = 0; p0 < max_pos; p0 += kTilePositions) {
+    const int64_t n = std::min(kTilePositions, max_pos - p0);
+    tile.pack(p0, n);
+    tile.scores(a.n_rows, n, kq);
+    for (int r = 0; r < a.n_rows; ++r) {
+      float* row = kq + r * kTilePositions;
+      const int64_t valid = std::clamp<int64_t>(a.n_pos[r] - p0, 0, n);
+      if (valid == 0) {  // every position masked: the query skips the tile (its weights are zeros)
+        std::fill(row, row + n, 0.0f);
+        continue;
+      }
+      float tile_max = -INFINITY;
+      for (int64_t j = 0; j < valid; ++j) {
+        row[j] *= a.scale;
+        tile_max = std::max(tile_max, row[j]);
+      }
+      std::fill(row + valid, row + kTilePositions, -INFINITY);
+      const float m = std::max(max_score[r], tile_max);
+      if (m > max_score[r]) {
+        const float ms = std::exp(max_score[r] - m);
+        tile.rescale(r, ms);
+        sum[r] *= ms;
+      }
+      max_score[r] = m;
+      sum[r] = static_cast<float>(static_cast<double>(sum[r]) + tile.softmax(row, m, n));
+    }
+    tile.accumulate(a.n_rows, n, kq);
+  }
+  for (int r = 0; r < a.n_rows; ++r) tile.finish(r, sum[r] == 0.0f ? 0.0f : 1.0f / sum[r]);
+}
 
 }  // namespace tt

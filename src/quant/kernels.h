@@ -121,6 +121,8 @@ TT_ATTEND_F16_DECL(attend_f16);
 // K.Q as ggml_vec_dot_f16's 64-element SIMD steps (vec_dot_f16_simd64); V as above.
 float dot_f16_simd64(const uint16_t* x, const uint16_t* y, int64_t n);
 TT_ATTEND_F16_DECL(attend_f16_simd64);
+// llama.cpp's tiled flash attention for batches of kTileRows tokens or more (attend.h), element by element.
+TT_ATTEND_TILED_DECL(attend_tiled);
 // ggml_vec_dot_f16 on AVX-512 (kAmdAvx512): 64-element steps in four 16-lane FMA accumulators, reduced
 // (a0 + a2) + (a1 + a3) and by _mm512_reduce_add_ps's tree; the tail (all of it when n < 64) summed in double.
 TT_VEC_DOT_DECL(vec_dot_f16_simd64);
@@ -174,6 +176,7 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
   void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);     \
   void scale_f16(uint16_t* acc, float s, int64_t n);                      \
   TT_ATTEND_F16_DECL(attend_f16);                                         \
+  TT_ATTEND_TILED_DECL(attend_tiled);                                     \
   TT_TILE_DECL(tile_q8_0);                                                \
   TT_TILE_DECL(tile_q5_0);                                                \
   TT_TILE_DECL(tile_q6_k);                                                \

@@ -376,11 +376,12 @@ struct OpKernels {
   void (*swiglu_row)(const float*, const float*, float*, int64_t);
   void (*rope_rotate)(const float*, float*, const float*, int, bool);
   TT_ATTEND_F16_DECL((*attend_f16));
+  TT_ATTEND_TILED_DECL((*attend_tiled));
 };
 #define TT_OP_KERNELS(ns)                                                                                             \
   OpKernels {                                                                                                         \
     .fp16_to_fp32_row = ns::fp16_to_fp32_row, .fp32_to_fp16_row = ns::fp32_to_fp16_row, .swiglu_row = ns::swiglu_row, \
-    .rope_rotate = ns::rope_rotate, .attend_f16 = ns::attend_f16                                                      \
+    .rope_rotate = ns::rope_rotate, .attend_f16 = ns::attend_f16, .attend_tiled = ns::attend_tiled                    \
   }
 
 const OpKernels& ops() {
@@ -476,8 +477,11 @@ void soft_max_row(const float* x, float* out, int64_t n) { ref::soft_max_row(x, 
 void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox) {
   ops().rope_rotate(in, out, cos_sin, n_dims, neox);
 }
-TT_ATTEND_F16_DECL(attend_f16) { ops().attend_f16(n_queries, q, n_pos, k, v, stride, d, scale, acc, out); }
-TT_ATTEND_F16_DECL(attend_f16_simd64) { ref::attend_f16_simd64(n_queries, q, n_pos, k, v, stride, d, scale, acc, out); }
+TT_ATTEND_F16_DECL(attend_f16) { ops().attend_f16(n_queries, q, n_pos, k, v, stride, d, scale, acc, out, partial); }
+TT_ATTEND_TILED_DECL(attend_tiled) { ops().attend_tiled(a); }
+TT_ATTEND_F16_DECL(attend_f16_simd64) {
+  ref::attend_f16_simd64(n_queries, q, n_pos, k, v, stride, d, scale, acc, out, partial);
+}
 
 LlamaCppBuild default_llamacpp_build() {
   unsigned eax, ebx, ecx, edx;

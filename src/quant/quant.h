@@ -160,6 +160,8 @@ void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* result
 TT_ATTEND_F16_DECL(attend_f16);
 // The same in the order of kAmdAvx512 (a scalar emulation: ref::attend_f16_simd64).
 TT_ATTEND_F16_DECL(attend_f16_simd64);
+// llama.cpp's tiled flash attention, which it runs for batches of kTileRows tokens or more (attend.h).
+TT_ATTEND_TILED_DECL(attend_tiled);
 
 // ggml_vec_swiglu_f32 as llama.cpp computes it on this machine: out = g / (1 + exp(-g)) * u, exp as ggml's
 // AVX-512 ggml_v_expf on the first n - n % 16 elements and libm expf on the rest.

@@ -318,9 +318,10 @@ TT_ATTEND_F16_DECL(attend_f16_simd64) {
   for (int qi = 0; qi < n_queries; ++qi) {
     for (int64_t i = 0; i < d; ++i) acc[i] = 0;
     AttendSteps<uint16_t, dot_f16_simd64, scale_f16, mad_f16> steps{q[qi], k, v, stride, d, acc};
-    float inv;
-    attend(steps, &n_pos[qi], scale, &inv);
-    for (int64_t i = 0; i < d; ++i) out[qi][i] = fp16_to_fp32(acc[i]) * inv;
+    SoftmaxState state;
+    attend(steps, &n_pos[qi], scale, &state);
+    const float s = output_scale(state, partial, qi);
+    for (int64_t i = 0; i < d; ++i) out[qi][i] = fp16_to_fp32(acc[i]) * s;
   }
 }
 
@@ -328,10 +329,63 @@ TT_ATTEND_F16_DECL(attend_f16) {
   for (int qi = 0; qi < n_queries; ++qi) {  // one query at a time: the oracle for the multi-query kernels
     for (int64_t i = 0; i < d; ++i) acc[i] = 0;
     AttendSteps<uint16_t, dot_f16_double, scale_f16, mad_f16> steps{q[qi], k, v, stride, d, acc};
-    float inv;
-    attend(steps, &n_pos[qi], scale, &inv);
-    for (int64_t i = 0; i < d; ++i) out[qi][i] = fp16_to_fp32(acc[i]) * inv;
+    SoftmaxState state;
+    attend(steps, &n_pos[qi], scale, &state);
+    const float s = output_scale(state, partial, qi);
+    for (int64_t i = 0; i < d; ++i) out[qi][i] = fp16_to_fp32(acc[i]) * s;
   }
+}
+
+namespace {
+// The tiled path's arithmetic (attend.h) one element at a time: the oracle of the SIMD tiles.
+struct TileSteps {
+  const AttendTiledArgs& a;
+  float *kt, *v, *acc;  // scratch: K transposed, V, accumulators (attend_tiled_scratch_floats)
+  explicit TileSteps(const AttendTiledArgs& args)
+      : a(args),
+        kt(args.scratch),
+        v(kt + args.d * kTilePositions),
+        acc(v + kTilePositions * args.d + kTileRows * kTilePositions) {
+    std::fill(acc, acc + a.n_rows * a.d, 0.0f);
+  }
+  float element(const uint8_t* rows, int64_t pos, int64_t i) const {
+    const uint8_t* row = rows + pos * a.stride;
+    return a.f16 ? fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]) : reinterpret_cast<const float*>(row)[i];
+  }
+  void pack(int64_t p0, int64_t n) {
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < a.d; ++i) {
+        kt[i * kTilePositions + j] = element(a.k, p0 + j, i);
+        v[j * a.d + i] = element(a.v, p0 + j, i);
+      }
+  }
+  void scores(int n_rows, int64_t n, float* kq) const {
+    for (int r = 0; r < n_rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        float s = 0.0f;
+        for (int64_t i = 0; i < a.d; ++i) s = std::fma(kt[i * kTilePositions + j], a.q[r][i], s);
+        kq[r * kTilePositions + j] = s;
+      }
+  }
+  double softmax(float* row, float max, int64_t n) const;  // below ggml_v_expf_lane
+  void rescale(int r, float ms) {
+    for (int64_t i = 0; i < a.d; ++i) acc[r * a.d + i] *= ms;
+  }
+  void accumulate(int n_rows, int64_t n, const float* kq) {
+    for (int r = 0; r < n_rows; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < a.d; ++i)
+          acc[r * a.d + i] = std::fma(v[j * a.d + i], kq[r * kTilePositions + j], acc[r * a.d + i]);
+  }
+  void finish(int r, float inv) const {
+    for (int64_t i = 0; i < a.d; ++i) a.out[r][i] = acc[r * a.d + i] * inv;
+  }
+};
+}  // namespace
+
+TT_ATTEND_TILED_DECL(attend_tiled) {
+  TileSteps steps(a);
+  attend_in_tiles(steps, a, steps.v + kTilePositions * a.d);
 }
 
 namespace {
@@ -368,19 +422,31 @@ void swiglu_row(const float* g, const float* u, float* out, int64_t n) {
   for (; j < n; ++j) out[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
 }
 
+namespace {
+// One 16-element chunk of ggml_vec_soft_max_f32 (AVX-512): out[i] = ggml_v_expf(x[i] - max); returns their sum by
+// _mm512_reduce_add_ps's tree.
+float exp_chunk16(const float* x, float max, float* out) {
+  float lane[16];
+  for (int i = 0; i < 16; ++i) lane[i] = out[i] = ggml_v_expf_lane(x[i] - max);
+  for (int half = 8; half >= 1; half /= 2)  // the reduction tree: lane i += lane i + half
+    for (int i = 0; i < half; ++i) lane[i] += lane[i + half];
+  return lane[0];
+}
+}  // namespace
+
+double TileSteps::softmax(float* row, float max, int64_t n) const {
+  double sum = 0.0;
+  for (int64_t c = 0; c < n; c += 16) sum += static_cast<double>(exp_chunk16(row + c, max, row + c));
+  return sum;
+}
+
 void soft_max_row(const float* x, float* out, int64_t n) {
   float max = -INFINITY;
   for (int64_t j = 0; j < n; ++j) max = std::max(max, x[j]);
   const int64_t simd_end = n & ~int64_t{15};
   double sum = 0.0;
   int64_t j = 0;
-  for (; j < simd_end; j += 16) {
-    float lane[16];
-    for (int i = 0; i < 16; ++i) lane[i] = out[j + i] = ggml_v_expf_lane(x[j + i] - max);
-    for (int half = 8; half >= 1; half /= 2)  // the reduction tree: lane i += lane i + half
-      for (int i = 0; i < half; ++i) lane[i] += lane[i + half];
-    sum += static_cast<double>(lane[0]);
-  }
+  for (; j < simd_end; j += 16) sum += static_cast<double>(exp_chunk16(x + j, max, out + j));
   for (; j < n; ++j) {
     out[j] = std::exp(x[j] - max);
     sum += static_cast<double>(out[j]);
