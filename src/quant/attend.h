@@ -137,6 +137,7 @@ struct AttendSteps {
 // set; the bookkeeping below is the same for the scalar reference and the SIMD kernels:
 //   void pack(p0, n)                   K (transposed) and V of positions [p0, p0 + n) as floats
 //   void scores(n_rows, n, float* kq)  kq[r * kTilePositions + j] = K[p0 + j] . Q_r for j < n (as above)
+//   float scale_max(row, n, scale)     row[j] *= scale for j < n; their maximum
 //   double softmax(row, max, n)        row[j] = exp(row[j] - max) over the 16-position chunks that hold [0, n);
 //                                      the chunks' sums in double
 //   void rescale(r, ms)                acc_r *= ms
@@ -188,11 +189,7 @@ void attend_in_tiles(Tile& tile, const AttendTiledArgs& a, float* kq) {
         std::fill(row, row + n, 0.0f);
         continue;
       }
-      float tile_max = -INFINITY;
-      for (int64_t j = 0; j < valid; ++j) {
-        row[j] *= a.scale;
-        tile_max = std::max(tile_max, row[j]);
-      }
+      const float tile_max = tile.scale_max(row, valid, a.scale);
       std::fill(row + valid, row + kTilePositions, -INFINITY);
       const float m = std::max(max_score[r], tile_max);
       if (m > max_score[r]) {

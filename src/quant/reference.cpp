@@ -367,6 +367,11 @@ struct TileSteps {
         kq[r * kTilePositions + j] = s;
       }
   }
+  float scale_max(float* row, int64_t n, float scale) const {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] *= scale);
+    return m;
+  }
   double softmax(float* row, float max, int64_t n) const;  // below ggml_v_expf_lane
   void rescale(int r, float ms) {
     for (int64_t i = 0; i < a.d; ++i) acc[r * a.d + i] *= ms;
