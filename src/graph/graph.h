@@ -40,6 +40,7 @@ struct OpParams {
   int32_t n_kv = 0;            // FLASH_ATTN_EXT: positions [0, n_kv) of the cache are attended (causal within)
   float scale = 1.0f;          // FLASH_ATTN_EXT
   int32_t kv_chunk = 0;        // FLASH_ATTN_EXT, one-token steps: llama.cpp's cache chunks of this many positions
+  int32_t tiled_tokens = 0;    // FLASH_ATTN_EXT: the step's first tokens that llama.cpp's tiled path serves
   std::vector<int32_t> rows;   // GET_ROWS: row ids (known when the graph is built); empty: per token, src[1]'s ids
   int32_t k = 0;               // TOP_K: values kept per row
   float lo = 0.0f, hi = 0.0f;  // CLAMP

@@ -379,36 +379,33 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   const uint64_t stride = kc.row_size(), head_bytes = stride / n_kv_heads;  // K and V share type and width
   auto query = [&](int64_t t, int64_t h) { return q.as<const float>() + (t * n_heads + h) * head_dim; };
   auto output = [&](int64_t t, int64_t h) { return n.out->as<float>() + (t * n_heads + h) * head_dim; };
-  if (attention_is_tiled(n_tokens, head_dim)) {
-    // llama.cpp's tiled path (attend.h). A unit: the heads of a GQA group (or up to kTileRows of them) and as many
-    // neighbouring tokens as fill kTileRows rows, so the heads share each converted K and V tile. The last tokens'
-    // units (the longest rows of a causal prompt) go first, so no thread is left with one long unit at the end.
-    const int64_t heads_per_unit = std::min(group, kTileRows);
-    const int64_t chunks = (group + heads_per_unit - 1) / heads_per_unit;
-    const int64_t tokens_per_unit = kTileRows / heads_per_unit;
-    const int64_t token_blocks = (n_tokens + tokens_per_unit - 1) / tokens_per_unit;
+  // The step's first tiled_tokens tokens take llama.cpp's tiled path (attend.h; OpParams). A unit: the heads of a
+  // GQA group (or up to kTileRows of them) and as many neighbouring tokens as fill kTileRows rows, so the heads
+  // share each converted K and V tile. The last tokens' units (the longest rows of a causal prompt) go first, so
+  // no thread is left with one long unit at the end.
+  const int64_t tiled_tokens = n.params.tiled_tokens;
+  const int64_t tile_heads = std::min(group, kTileRows), tile_head_chunks = (group + tile_heads - 1) / tile_heads;
+  const int64_t tile_tokens = kTileRows / tile_heads, tile_blocks = (tiled_tokens + tile_tokens - 1) / tile_tokens;
+  const int64_t tiled_units = tile_blocks * n_kv_heads * tile_head_chunks;
+  auto tiled_unit = [&](int64_t unit) {
     const float* qs[kTileRows];
     float* outs[kTileRows];
     int64_t n_pos[kTileRows];
-    for_each_chunk(ctx, token_blocks * n_kv_heads * chunks, [&](int64_t unit) {
-      const int64_t chunk = unit % chunks, kv_head = unit / chunks % n_kv_heads;
-      const int64_t block = token_blocks - 1 - unit / chunks / n_kv_heads;
-      const int64_t h0 = kv_head * group + chunk * heads_per_unit,
-                    h1 = std::min(h0 + heads_per_unit, (kv_head + 1) * group);
-      const int64_t t0 = block * tokens_per_unit, t1 = std::min(t0 + tokens_per_unit, n_tokens);
-      int rows = 0;
-      for (int64_t t = t0; t < t1; ++t)
-        for (int64_t h = h0; h < h1; ++h, ++rows) {
-          qs[rows] = query(t, h);
-          outs[rows] = output(t, h);
-          n_pos[rows] = n.params.pos0 + t + 1;
-        }
-      attend_tiled({rows, qs, n_pos, kc.data + kv_head * head_bytes, vc.data + kv_head * head_bytes, stride,
-                    kc.type == GgmlType::F16, head_dim, n.params.scale, reinterpret_cast<float*>(ctx.thread_scratch),
-                    outs});
-    });
-    return;
-  }
+    const int64_t chunk = unit % tile_head_chunks, kv_head = unit / tile_head_chunks % n_kv_heads;
+    const int64_t block = tile_blocks - 1 - unit / tile_head_chunks / n_kv_heads;
+    const int64_t h0 = kv_head * group + chunk * tile_heads, h1 = std::min(h0 + tile_heads, (kv_head + 1) * group);
+    const int64_t t0 = block * tile_tokens, t1 = std::min(t0 + tile_tokens, tiled_tokens);
+    int rows = 0;
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t h = h0; h < h1; ++h, ++rows) {
+        qs[rows] = query(t, h);
+        outs[rows] = output(t, h);
+        n_pos[rows] = n.params.pos0 + t + 1;
+      }
+    attend_tiled({rows, qs, n_pos, kc.data + kv_head * head_bytes, vc.data + kv_head * head_bytes, stride,
+                  kc.type == GgmlType::F16, head_dim, n.params.scale, reinterpret_cast<float*>(ctx.thread_scratch),
+                  outs});
+  };
   // A one-token step over a long cache: llama.cpp splits the cache into chunks of kv_chunk positions (one per
   // thread of its run), attends each chunk on its own and merges the chunks' partial results in chunk order
   // (merge_partials). Otherwise one chunk holds every position.
@@ -426,7 +423,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   const int64_t heads_per_unit = std::min<int64_t>(group, max_queries);
   const int64_t chunks = (group + heads_per_unit - 1) / heads_per_unit;
   const int64_t tokens_per_unit = std::max<int64_t>(1, max_queries / heads_per_unit);
-  const int64_t token_blocks = (n_tokens + tokens_per_unit - 1) / tokens_per_unit;
+  const int64_t token_blocks = (n_tokens - tiled_tokens + tokens_per_unit - 1) / tokens_per_unit;
   const int64_t n_units = kv_chunks * token_blocks * n_kv_heads * chunks;
   // The unit's queries in F16 [head_dim, kAttendMaxQueries], then the accumulator [head_dim] (thread_scratch_bytes);
   // an F32 cache's accumulator [head_dim] alone.
@@ -439,12 +436,14 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   SoftmaxState states[kAttendMaxQueries];
   // Units are taken one at a time (neighbouring units cost about the same): each thread gets an equal share of a
   // causal prompt's work, where contiguous ranges would give the last thread the longest rows.
-  for_each_chunk(ctx, n_units, [&](int64_t unit) {
+  for_each_chunk(ctx, tiled_units + n_units, [&](int64_t unit) {
+    if (unit < tiled_units) return tiled_unit(unit);
+    unit -= tiled_units;
     const int64_t chunk = unit % chunks, kv_head = unit / chunks % n_kv_heads,
                   block = unit / chunks / n_kv_heads % token_blocks, c = unit / chunks / n_kv_heads / token_blocks;
     const int64_t h0 = kv_head * group + chunk * heads_per_unit,
                   h1 = std::min(h0 + heads_per_unit, (kv_head + 1) * group);
-    const int64_t t0 = block * tokens_per_unit, t1 = std::min(t0 + tokens_per_unit, n_tokens);
+    const int64_t t0 = tiled_tokens + block * tokens_per_unit, t1 = std::min(t0 + tokens_per_unit, n_tokens);
     const int64_t p0 = c * kv_chunk;  // the chunk's first position
     const uint8_t* k = kc.data + p0 * stride + kv_head * head_bytes;
     const uint8_t* v = vc.data + p0 * stride + kv_head * head_bytes;
@@ -544,7 +543,7 @@ size_t thread_scratch_bytes(const Node& node) {
       return static_cast<size_t>(2 * node.src[0]->ne[2] + 1 + node.src[2]->n_elements()) * sizeof(int32_t);
     case OpKind::FLASH_ATTN_EXT: {
       const int64_t head_dim = node.src[0]->storage().ne[0];
-      if (attention_is_tiled(node.src[0]->storage().ne[2], head_dim))
+      if (node.params.tiled_tokens > 0)
         return static_cast<size_t>(attend_tiled_scratch_floats(head_dim)) * sizeof(float);
       if (node.src[1]->storage().type != GgmlType::F16) return static_cast<size_t>(head_dim) * sizeof(float);
       return static_cast<size_t>((kAttendMaxQueries + 1) * head_dim) * sizeof(uint16_t);

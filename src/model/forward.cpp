@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "graph/builder.h"
+#include "quant/attend.h"
 
 namespace tt {
 
@@ -54,6 +55,15 @@ int32_t llamacpp_kv_chunk(const RunState& s, int64_t n_tokens, int32_t n_kv) {
   const auto pad = [](int32_t n) { return (n + 255) / 256 * 256; };
   const int32_t view = std::min(pad(s.n_ctx), std::max(256, pad(n_kv)));
   return view < 512 ? 0 : (view + s.n_threads - 1) / s.n_threads;
+}
+
+// llama.cpp evaluates a batch in micro-batches of kLlamaCppUbatch tokens (its default n_ubatch), and a micro-batch
+// of kTileRows tokens or more takes the tiled attention (attend.h). Returns how many of the step's first tokens do.
+constexpr int64_t kLlamaCppUbatch = 512;
+int32_t llamacpp_tiled_tokens(int64_t n_tokens, int64_t head_dim) {
+  if (!attention_is_tiled(kTileRows, head_dim)) return 0;
+  const int64_t whole = n_tokens / kLlamaCppUbatch * kLlamaCppUbatch;
+  return static_cast<int32_t>(attention_is_tiled(n_tokens - whole, head_dim) ? n_tokens : whole);
 }
 
 // Q or K after its projection, as [head_dim, heads, n_tokens], RMS-normed where the model says: olmoe over the whole
@@ -188,8 +198,8 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
     Tensor* vv = b.view(v_cache[il], {D, HKV, n_kv}, vc + " (view)");
     Tensor* vp = b.permute(vv, {D, n_kv, HKV}, vc + " (view) (permuted)");
     out.attended_views.insert(out.attended_views.end(), {{kv, 2}, {kp, 1}, {vv, 2}, {vp, 1}});
-    Tensor* attn =
-        b.flash_attn(qp, kp, vp, pos0, n_kv, kq_scale, llamacpp_kv_chunk(s, n_tokens, n_kv), b.name("fattn"));
+    Tensor* attn = b.flash_attn(qp, kp, vp, pos0, n_kv, kq_scale, llamacpp_kv_chunk(s, n_tokens, n_kv),
+                                llamacpp_tiled_tokens(n_tokens, c.head_dim), b.name("fattn"));
     cur = b.mul_mat(l.wo, b.reshape(attn, {c.n_embd_q(), n_tokens}, b.name("kqv_out")), b.name("attn_out"));
 
     // Last layer: only the last token's logits are needed, so only its row continues.
