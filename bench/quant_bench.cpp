@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "core/fp16.h"
 #include "core/mapped_file.h"
 #include "quant/kernels.h"
@@ -164,6 +165,49 @@ void attend(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n_pos * nq);
   state.SetLabel(kernel_isa());
 }
+// llama.cpp's tiled attention (prompts of 64 tokens or more): 64 queries (16 tokens of a GQA group of 4) of one KV
+// head over an F16 cache, head size range(1), each query attending to range(0) positions (one unit of a prompt of
+// that length). items/s counts (query, position) pairs.
+void attend_tiled_unit(benchmark::State& state) {
+  const int64_t n_pos = state.range(0), d = state.range(1), kv_heads = 2;
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> q(kTileRows * d), out(kTileRows * d);
+  std::vector<uint16_t> k(n_pos * kv_heads * d), v(k.size());
+  for (auto* h : {&k, &v})
+    for (auto& x : *h) x = fp32_to_fp16(normal(gen));
+  for (auto& x : q) x = normal(gen);
+  std::vector<const float*> qs;
+  std::vector<float*> outs;
+  for (int64_t r = 0; r < kTileRows; ++r) {
+    qs.push_back(q.data() + r * d);
+    outs.push_back(out.data() + r * d);
+  }
+  const std::vector<int64_t> positions(kTileRows, n_pos);
+  AlignedBuffer scratch(attend_tiled_scratch_floats(d) * sizeof(float));
+  const AttendTiledArgs args{static_cast<int>(kTileRows),
+                             qs.data(),
+                             positions.data(),
+                             reinterpret_cast<const uint8_t*>(k.data()),
+                             reinterpret_cast<const uint8_t*>(v.data()),
+                             static_cast<uint64_t>(kv_heads * d * sizeof(uint16_t)),
+                             true,
+                             d,
+                             0.125f,
+                             reinterpret_cast<float*>(scratch.data()),
+                             outs.data()};
+  for (auto _ : state) {
+    attend_tiled(args);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n_pos * kTileRows);
+  state.SetLabel(kernel_isa());
+}
+BENCHMARK(attend_tiled_unit)
+    ->Name("AttendTiled")
+    ->ArgNames({"positions", "d"})
+    ->ArgsProduct({{128, 512}, {32, 64, 128}});
+
 // Generation's matrix-vector product as mul_mat runs it: one token through the kernel a lone token gets, over a
 // matrix of `rows` rows (n = 4096) in 16-row tiles. 512 rows stay in L2 (the kernel's own speed); 131072 rows
 // (0.3-1.1 GB) stream from memory (compare with `tensortrace bench --bandwidth`'s one-thread figure). bytes/s of

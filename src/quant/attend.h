@@ -164,9 +164,10 @@ struct AttendTiledArgs {
   float* const* out;
 };
 #define TT_ATTEND_TILED_DECL(name) void name(const AttendTiledArgs& a)
-// K transposed [d][kTilePositions], V [kTilePositions][d], scores [kTileRows][kTilePositions], acc [kTileRows][d].
+// K transposed [d][kTilePositions], V [kTilePositions][d], scores [kTileRows][kTilePositions], acc [kTileRows][d],
+// the queries [kTileRows][d].
 constexpr int64_t attend_tiled_scratch_floats(int64_t d) {
-  return 2 * d * kTilePositions + kTileRows * kTilePositions + kTileRows * d;
+  return 2 * d * kTilePositions + kTileRows * kTilePositions + 2 * kTileRows * d;
 }
 
 template <typename Tile>
