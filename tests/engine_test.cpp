@@ -404,7 +404,8 @@ std::vector<std::string> describe(const Graph& g) {
     tensor(o, *n.out);
     for (const Tensor* s : n.src) tensor(o, *s);
     o << "eps " << n.params.eps << " pos0 " << n.params.pos0 << " n_kv " << n.params.n_kv << " scale " << n.params.scale
-      << " rope " << n.params.rope.n_dims << (n.params.rope.neox ? " neox" : "") << " rows";
+      << " rope " << n.params.rope.n_dims << (n.params.rope.neox ? " neox" : "") << " kv_chunk " << n.params.kv_chunk
+      << "/" << n.params.kv_chunks_max << " tiled " << n.params.tiled_tokens << " rows";
     for (int32_t r : n.params.rows) o << " " << r;
     o << " reads ";
     for (const ByteRange& r : n.reads) range(o, r);
@@ -451,6 +452,34 @@ TEST(Engine, UpdatedStepGraphEqualsFreshBuild) {
     built_batch.eval(std::vector<int32_t>{7, 8, 2});
     expect_same_graph(patched_batch.last_step().graph, built_batch.last_step().graph);
   }
+}
+
+// One-token steps past 256 positions split the cache as llama.cpp does (docs/engine.md "Flash attention"), in the
+// graph of the first one-token step, patched ever since: the split starts mid-graph (its partial results fit the
+// room the graph was built with) and gives one thread's unsplit logits up to the chunks' F16 rounding.
+TEST(Engine, CacheSplitStartsInAPatchedGraph) {
+  auto model = load_model(test::repo_path("models/stories260K.gguf"));
+  Engine two(*model, {600, 2, GgmlType::F16}), one(*model, {600, 1, GgmlType::F16});
+  uint64_t structure = 0;
+  int split_steps = 0;
+  for (int32_t pos = 0; pos < 300; ++pos) {
+    const std::vector<int32_t> token = {pos == 0 ? 1 : 3 + (pos * 37) % 500};
+    std::span<const float> a = two.eval(token);
+    const std::vector<float> split(a.begin(), a.end());
+    std::span<const float> b = one.eval(token);
+    float max_diff = 0;
+    for (size_t i = 0; i < split.size(); ++i) max_diff = std::max(max_diff, std::fabs(split[i] - b[i]));
+    ASSERT_LT(max_diff, 0.05f) << "position " << pos;  // the records' bar: each chunk rounds its own F16 sum
+    if (pos == 0) structure = two.last_step().graph.structure_id;
+    ASSERT_EQ(two.last_step().graph.structure_id, structure) << "position " << pos << ": the graph was rebuilt";
+    for (const Node& n : two.last_step().graph.nodes())
+      if (n.op == OpKind::FLASH_ATTN_EXT) {
+        EXPECT_EQ(n.params.kv_chunks_max, 2);
+        EXPECT_EQ(n.params.kv_chunk, pos < 256 ? 0 : 256) << "position " << pos;  // views of 256 and 512
+        split_steps += n.params.kv_chunk > 0 && n.layer == 0;
+      }
+  }
+  EXPECT_EQ(split_steps, 300 - 256);
 }
 
 // The patch path checks the context and the vocabulary like a fresh build, before touching the graph.

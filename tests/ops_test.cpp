@@ -405,7 +405,7 @@ TEST(Ops, AttentionOverCache) {
   Tensor* cache_v = h.leaf("cache_v", {2, 4}, {1, 2, 3, 4, 9, 9, 9, 9});
   cache_k->pool = cache_v->pool = Pool::KV_CACHE;
   Tensor* q = h.leaf("q", {2, 1, 1}, {2, 0});
-  Tensor* y = h.b.flash_attn(q, cache_k, cache_v, 1, 2, 1.0f, 0, 0, "attn");
+  Tensor* y = h.b.flash_attn(q, cache_k, cache_v, 1, 2, 1.0f, {}, 0, "attn");
   h.run({y});
   // scores: q.k0 = 2, q.k1 = 0 -> softmax (e^2, 1)/(e^2+1)
   const float p0 = std::exp(2.0f) / (std::exp(2.0f) + 1), p1 = 1 - p0;

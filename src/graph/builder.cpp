@@ -103,7 +103,7 @@ Tensor* GraphBuilder::set_rows(const Tensor* cache, const Tensor* x, int32_t pos
 }
 
 Tensor* GraphBuilder::flash_attn(const Tensor* q, const Tensor* k, const Tensor* v, int32_t pos0, int32_t n_kv,
-                                 float scale, int32_t kv_chunk, int32_t tiled_tokens, const std::string& name) {
+                                 float scale, KvSplit split, int32_t tiled_tokens, const std::string& name) {
   const Tensor& qs = q->storage();  // [head_dim, n_heads, n_tokens]
   const Tensor& ks = k->storage();  // [n_kv_heads * head_dim, n_ctx]
   if (qs.ne[0] <= 0 || ks.ne[0] % qs.ne[0] != 0 || qs.ne[1] % (ks.ne[0] / qs.ne[0]) != 0)
@@ -116,9 +116,12 @@ Tensor* GraphBuilder::flash_attn(const Tensor* q, const Tensor* k, const Tensor*
   n.params.pos0 = pos0;
   n.params.n_kv = n_kv;
   n.params.scale = scale;
-  if (kv_chunk < 0 || (kv_chunk > 0 && qs.ne[2] != 1))
-    fail("FLASH_ATTN_EXT '{}': cache chunks of {} positions for {} tokens", name, kv_chunk, qs.ne[2]);
-  n.params.kv_chunk = kv_chunk;
+  if (split.chunk < 0 || split.chunks_max < 0 || (split.chunks_max > 0 && qs.ne[2] != 1) ||
+      (split.chunk > 0 && (split.chunks_max == 0 || (n_kv + split.chunk - 1) / split.chunk > split.chunks_max)))
+    fail("FLASH_ATTN_EXT '{}': {} positions in cache chunks of {} (at most {}) for {} tokens", name, n_kv, split.chunk,
+         split.chunks_max, qs.ne[2]);
+  n.params.kv_chunk = split.chunk;
+  n.params.kv_chunks_max = split.chunks_max;
   if (tiled_tokens < 0 || tiled_tokens > qs.ne[2] || (tiled_tokens > 0 && !attention_is_tiled(tiled_tokens, qs.ne[0])))
     fail("FLASH_ATTN_EXT '{}': {} of {} tokens cannot take the tiled path (head size {})", name, tiled_tokens, qs.ne[2],
          qs.ne[0]);

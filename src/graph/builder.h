@@ -30,10 +30,13 @@ class GraphBuilder {
   Tensor* swiglu(const Tensor* gate, const Tensor* up, const std::string& name);
   // Writes x's rows into `cache` at rows [pos0, pos0 + n); returns the written view of the cache.
   Tensor* set_rows(const Tensor* cache, const Tensor* x, int32_t pos0, const std::string& name);
-  // kv_chunk: 0, or for a one-token step the positions a chunk of llama.cpp's split cache holds; tiled_tokens: the
-  // step's first tokens that take llama.cpp's tiled path (OpParams).
+  // split: llama.cpp's cache chunks for one-token steps; tiled_tokens: the step's first tokens that take llama.cpp's
+  // tiled path (OpParams).
+  struct KvSplit {
+    int32_t chunk = 0, chunks_max = 0;
+  };
   Tensor* flash_attn(const Tensor* q, const Tensor* k, const Tensor* v, int32_t pos0, int32_t n_kv, float scale,
-                     int32_t kv_chunk, int32_t tiled_tokens, const std::string& name);
+                     KvSplit split, int32_t tiled_tokens, const std::string& name);
   // Mixture of experts (llama.cpp's build_moe_ffn).
   Tensor* soft_max(const Tensor* x, const std::string& name);
   Tensor* sigmoid(const Tensor* x, const std::string& name);

@@ -34,12 +34,14 @@ struct RopeParams {
 };
 
 struct OpParams {
-  float eps = 0.0f;            // RMS_NORM
-  RopeParams rope;             // ROPE
-  int32_t pos0 = 0;            // ROPE, SET_ROWS, FLASH_ATTN_EXT: position of the first token of the step
-  int32_t n_kv = 0;            // FLASH_ATTN_EXT: positions [0, n_kv) of the cache are attended (causal within)
-  float scale = 1.0f;          // FLASH_ATTN_EXT
-  int32_t kv_chunk = 0;        // FLASH_ATTN_EXT, one-token steps: llama.cpp's cache chunks of this many positions
+  float eps = 0.0f;    // RMS_NORM
+  RopeParams rope;     // ROPE
+  int32_t pos0 = 0;    // ROPE, SET_ROWS, FLASH_ATTN_EXT: position of the first token of the step
+  int32_t n_kv = 0;    // FLASH_ATTN_EXT: positions [0, n_kv) of the cache are attended (causal within)
+  float scale = 1.0f;  // FLASH_ATTN_EXT
+  // FLASH_ATTN_EXT, one-token graphs: llama.cpp's split of the cache into chunks of kv_chunk positions (0: none this
+  // step), at most kv_chunks_max of them (its thread count; the graph's room for their partial results).
+  int32_t kv_chunk = 0, kv_chunks_max = 0;
   int32_t tiled_tokens = 0;    // FLASH_ATTN_EXT: the step's first tokens that llama.cpp's tiled path serves
   std::vector<int32_t> rows;   // GET_ROWS: row ids (known when the graph is built); empty: per token, src[1]'s ids
   int32_t k = 0;               // TOP_K: values kept per row

@@ -412,10 +412,13 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   const int64_t kv_chunk = n.params.kv_chunk > 0 ? n.params.kv_chunk : n.params.pos0 + n_tokens;
   const int64_t kv_chunks = (n.params.pos0 + n_tokens + kv_chunk - 1) / kv_chunk;
   const bool split_cache = n.params.kv_chunk > 0;
-  if (split_cache && n_tokens != 1) fail("flash attention: a split cache with {} tokens in the step", n_tokens);
-  float* partials = split_cache ? reinterpret_cast<float*>(ctx.scratch) : nullptr;  // [n_heads][kv_chunks][2 + d]
+  if (split_cache && (n_tokens != 1 || kv_chunks > n.params.kv_chunks_max))
+    fail("flash attention: {} cache chunks (room for {}) with {} tokens in the step", kv_chunks, n.params.kv_chunks_max,
+         n_tokens);
+  // [n_heads][kv_chunks_max][2 + d]: each chunk's maximum, sum and accumulator
+  float* partials = split_cache ? reinterpret_cast<float*>(ctx.scratch) : nullptr;
   const int64_t partial_floats = 2 + head_dim;
-  auto partial = [&](int64_t h, int64_t c) { return partials + (h * kv_chunks + c) * partial_floats; };
+  auto partial = [&](int64_t h, int64_t c) { return partials + (h * n.params.kv_chunks_max + c) * partial_floats; };
   // Units: (cache chunk, token block, KV head, chunk of the group's heads), each at most kAttendMaxQueries queries
   // (one at a time for an F32 cache).
   const bool f16 = kc.type == GgmlType::F16;
@@ -524,10 +527,9 @@ void ComputeContext::barrier() const {
 int64_t ComputeContext::next_chunk() const { return chunk_counter->fetch_add(1, std::memory_order_relaxed); }
 
 size_t scratch_bytes(const Node& node) {
-  if (node.op == OpKind::FLASH_ATTN_EXT && node.params.kv_chunk > 0) {  // the chunks' partial results
-    const Tensor& q = node.src[0]->storage();
-    const int64_t chunks = (node.params.pos0 + q.ne[2] + node.params.kv_chunk - 1) / node.params.kv_chunk;
-    return static_cast<size_t>(q.ne[1] * chunks * (2 + q.ne[0])) * sizeof(float);
+  if (node.op == OpKind::FLASH_ATTN_EXT) {     // the cache chunks' partial results (every step of the graph: patched
+    const Tensor& q = node.src[0]->storage();  // steps keep its scratch)
+    return static_cast<size_t>(q.ne[1] * node.params.kv_chunks_max * (2 + q.ne[0])) * sizeof(float);
   }
   if (node.op != OpKind::MUL_MAT && node.op != OpKind::MUL_MAT_ID) return 0;
   return converted_row_bytes(node) * node.src[1]->n_rows();

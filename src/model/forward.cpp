@@ -48,13 +48,14 @@ int32_t prepare_inputs(const ModelConfig& c, RunState& s, std::span<const int32_
 
 // llama.cpp's one-token steps split a cache view of 512 positions or more into one chunk per thread of its run
 // (ggml_compute_forward_flash_attn_ext_f16); the view covers the used positions rounded up to 256, at most the
-// context (llama_kv_cache::get_n_kv). Returns the positions a chunk holds, or 0: no split (one thread's split
-// gives the unsplit result).
-int32_t llamacpp_kv_chunk(const RunState& s, int64_t n_tokens, int32_t n_kv) {
-  if (n_tokens != 1 || s.n_threads <= 1) return 0;
+// context (llama_kv_cache::get_n_kv). The chunk size is 0 where there is no split; the chunk count is at most the
+// threads, for every step of a one-token graph whose context can reach 512 (one thread's split gives the unsplit
+// result, so one thread never splits).
+GraphBuilder::KvSplit llamacpp_kv_split(const RunState& s, int64_t n_tokens, int32_t n_kv) {
   const auto pad = [](int32_t n) { return (n + 255) / 256 * 256; };
+  if (n_tokens != 1 || s.n_threads <= 1 || pad(s.n_ctx) < 512) return {};
   const int32_t view = std::min(pad(s.n_ctx), std::max(256, pad(n_kv)));
-  return view < 512 ? 0 : (view + s.n_threads - 1) / s.n_threads;
+  return {view < 512 ? 0 : (view + s.n_threads - 1) / s.n_threads, s.n_threads};
 }
 
 // llama.cpp evaluates a batch in micro-batches of kLlamaCppUbatch tokens (its default n_ubatch), and a micro-batch
@@ -198,7 +199,7 @@ void build_step_graph(StepGraph& out, const Model& m, RunState& s, std::span<con
     Tensor* vv = b.view(v_cache[il], {D, HKV, n_kv}, vc + " (view)");
     Tensor* vp = b.permute(vv, {D, n_kv, HKV}, vc + " (view) (permuted)");
     out.attended_views.insert(out.attended_views.end(), {{kv, 2}, {kp, 1}, {vv, 2}, {vp, 1}});
-    Tensor* attn = b.flash_attn(qp, kp, vp, pos0, n_kv, kq_scale, llamacpp_kv_chunk(s, n_tokens, n_kv),
+    Tensor* attn = b.flash_attn(qp, kp, vp, pos0, n_kv, kq_scale, llamacpp_kv_split(s, n_tokens, n_kv),
                                 llamacpp_tiled_tokens(n_tokens, c.head_dim), b.name("fattn"));
     cur = b.mul_mat(l.wo, b.reshape(attn, {c.n_embd_q(), n_tokens}, b.name("kqv_out")), b.name("attn_out"));
 
@@ -277,7 +278,7 @@ bool update_step_graph(StepGraph& step, const Model& m, RunState& s, std::span<c
       case OpKind::FLASH_ATTN_EXT:
         n.params.pos0 = pos0;
         n.params.n_kv = n_kv;
-        n.params.kv_chunk = llamacpp_kv_chunk(s, static_cast<int64_t>(tokens.size()), n_kv);
+        n.params.kv_chunk = llamacpp_kv_split(s, static_cast<int64_t>(tokens.size()), n_kv).chunk;
         break;
       default:
         break;
