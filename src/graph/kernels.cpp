@@ -408,7 +408,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   };
   // A one-token step over a long cache: llama.cpp splits the cache into chunks of kv_chunk positions (one per
   // thread of its run), attends each chunk on its own and merges the chunks' partial results in chunk order
-  // (merge_partials). Otherwise one chunk holds every position.
+  // (below). Otherwise one chunk holds every position.
   const int64_t kv_chunk = n.params.kv_chunk > 0 ? n.params.kv_chunk : n.params.pos0 + n_tokens;
   const int64_t kv_chunks = (n.params.pos0 + n_tokens + kv_chunk - 1) / kv_chunk;
   const bool split_cache = n.params.kv_chunk > 0;
@@ -483,7 +483,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
   if (!split_cache) return;
   ctx.barrier();
   // ggml_flash_attn_ext_reduce_partials: per head, the chunks in order, each rescaled to the running maximum
-  // (its contractions as llama.cpp's -march=native build makes them), then acc / S.
+  // (contracted to FMAs as in llama.cpp's library code), then acc / S.
   const Range r = split(n_heads, ctx.ith, ctx.nth);
   for (int64_t h = r.begin; h < r.end; ++h) {
     float* out = output(0, h);

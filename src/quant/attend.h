@@ -6,7 +6,7 @@
 //   void rescale(int qi, float ms)         acc_qi *= ms
 //   void accumulate(int qi, pos, float vs) acc_qi += V[pos] * vs
 // state[qi]: the query's running maximum and softmax sum S at the end; the caller scales acc_qi by 1/S (0 when S is
-// 0, as ggml does: normalised()), or keeps both as a partial result (llama.cpp's split of the cache, below).
+// 0, as ggml does: SoftmaxState::inverse), or keeps both as a partial result (llama.cpp's split of the cache).
 // Written once and instantiated by the scalar reference, the SIMD kernels and the F32-cache path, so the order of
 // every float step (and the libm expf llama.cpp calls) is the same in all of them, and each query's steps are
 // those of a call with that query alone.
@@ -203,7 +203,7 @@ void attend_in_tiles(Tile& tile, const AttendTiledArgs& a, float* kq) {
     }
     tile.accumulate(a.n_rows, n, kq);
   }
-  for (int r = 0; r < a.n_rows; ++r) tile.finish(r, sum[r] == 0.0f ? 0.0f : 1.0f / sum[r]);
+  for (int r = 0; r < a.n_rows; ++r) tile.finish(r, SoftmaxState{max_score[r], sum[r]}.inverse());
 }
 
 }  // namespace tt
