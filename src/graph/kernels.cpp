@@ -470,7 +470,7 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
       std::fill(acc32, acc32 + head_dim, 0.0f);
       AttendSteps<float, dot_f32_double, scale_f32, mad_f32> steps{query(t0, h0), k, v, stride, head_dim, acc32};
       attend(steps, n_pos, n.params.scale, states);
-      const float s = output_scale(states[0], keep, 0);
+      const float s = split_cache ? 1.0f : states[0].inverse();  // split: the state stays in `states`
       for (int64_t d = 0; d < head_dim; ++d) outs[0][d] = acc32[d] * s;
     }
     if (split_cache)

@@ -266,6 +266,7 @@ bool update_step_graph(StepGraph& step, const Model& m, RunState& s, std::span<c
   if (static_cast<int64_t>(tokens.size()) != step.inp_tokens->ne[0]) return false;
   const int32_t pos0 = s.n_past;
   const int32_t n_kv = prepare_inputs(m.config, s, tokens);
+  const int32_t kv_chunk = llamacpp_kv_split(s, static_cast<int64_t>(tokens.size()), n_kv).chunk;
   for (Node& n : step.graph.nodes()) {
     switch (n.op) {
       case OpKind::GET_ROWS:
@@ -278,7 +279,7 @@ bool update_step_graph(StepGraph& step, const Model& m, RunState& s, std::span<c
       case OpKind::FLASH_ATTN_EXT:
         n.params.pos0 = pos0;
         n.params.n_kv = n_kv;
-        n.params.kv_chunk = llamacpp_kv_split(s, static_cast<int64_t>(tokens.size()), n_kv).chunk;
+        n.params.kv_chunk = kv_chunk;
         break;
       default:
         break;

@@ -164,21 +164,30 @@ struct AttendTiledArgs {
   float* const* out;
 };
 #define TT_ATTEND_TILED_DECL(name) void name(const AttendTiledArgs& a)
-// K transposed [d][kTilePositions], V [kTilePositions][d], scores [kTileRows][kTilePositions], acc [kTileRows][d],
-// the queries [kTileRows][d].
+
+// The call's work memory (AttendTiledArgs::scratch), the same for every Tile: K transposed [d][kTilePositions],
+// V [kTilePositions][d], scores [kTileRows][kTilePositions], accumulators [kTileRows][d] (zeroed here), and room
+// for the queries [kTileRows][d].
+struct TiledScratch {
+  float *kt, *v, *kq, *acc, *q;
+  explicit TiledScratch(const AttendTiledArgs& a)
+      : kt(a.scratch),
+        v(kt + a.d * kTilePositions),
+        kq(v + kTilePositions * a.d),
+        acc(kq + kTileRows * kTilePositions),
+        q(acc + kTileRows * a.d) {
+    std::fill(acc, acc + a.n_rows * a.d, 0.0f);
+  }
+};
 constexpr int64_t attend_tiled_scratch_floats(int64_t d) {
   return 2 * d * kTilePositions + kTileRows * kTilePositions + 2 * kTileRows * d;
 }
 
 template <typename Tile>
 void attend_in_tiles(Tile& tile, const AttendTiledArgs& a, float* kq) {
-  float max_score[kTileRows], sum[kTileRows];
+  SoftmaxState st[kTileRows];
   int64_t max_pos = 0;
-  for (int r = 0; r < a.n_rows; ++r) {
-    max_score[r] = -INFINITY;
-    sum[r] = 0.0f;
-    max_pos = std::max(max_pos, a.n_pos[r]);
-  }
+  for (int r = 0; r < a.n_rows; ++r) max_pos = std::max(max_pos, a.n_pos[r]);
   for (int64_t p0 = 0; p0 < max_pos; p0 += kTilePositions) {
     const int64_t n = std::min(kTilePositions, max_pos - p0);
     tile.pack(p0, n);
@@ -192,18 +201,18 @@ void attend_in_tiles(Tile& tile, const AttendTiledArgs& a, float* kq) {
       }
       const float tile_max = tile.scale_max(row, valid, a.scale);
       std::fill(row + valid, row + kTilePositions, -INFINITY);
-      const float m = std::max(max_score[r], tile_max);
-      if (m > max_score[r]) {
-        const float ms = std::exp(max_score[r] - m);
+      const float m = std::max(st[r].max_score, tile_max);
+      if (m > st[r].max_score) {
+        const float ms = std::exp(st[r].max_score - m);
         tile.rescale(r, ms);
-        sum[r] *= ms;
+        st[r].sum *= ms;
       }
-      max_score[r] = m;
-      sum[r] = static_cast<float>(static_cast<double>(sum[r]) + tile.softmax(row, m, n));
+      st[r].max_score = m;
+      st[r].sum = static_cast<float>(static_cast<double>(st[r].sum) + tile.softmax(row, m, n));
     }
     tile.accumulate(a.n_rows, n, kq);
   }
-  for (int r = 0; r < a.n_rows; ++r) tile.finish(r, SoftmaxState{max_score[r], sum[r]}.inverse());
+  for (int r = 0; r < a.n_rows; ++r) tile.finish(r, st[r].inverse());
 }
 
 }  // namespace tt

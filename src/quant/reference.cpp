@@ -338,16 +338,9 @@ TT_ATTEND_F16_DECL(attend_f16) {
 
 namespace {
 // The tiled path's arithmetic (attend.h) one element at a time: the oracle of the SIMD tiles.
-struct TileSteps {
+struct TileSteps : TiledScratch {
   const AttendTiledArgs& a;
-  float *kt, *v, *acc;  // scratch: K transposed, V, accumulators (attend_tiled_scratch_floats)
-  explicit TileSteps(const AttendTiledArgs& args)
-      : a(args),
-        kt(args.scratch),
-        v(kt + args.d * kTilePositions),
-        acc(v + kTilePositions * args.d + kTileRows * kTilePositions) {
-    std::fill(acc, acc + a.n_rows * a.d, 0.0f);
-  }
+  explicit TileSteps(const AttendTiledArgs& args) : TiledScratch(args), a(args) {}
   float element(const uint8_t* rows, int64_t pos, int64_t i) const {
     const uint8_t* row = rows + pos * a.stride;
     return a.f16 ? fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]) : reinterpret_cast<const float*>(row)[i];
@@ -390,7 +383,7 @@ struct TileSteps {
 
 TT_ATTEND_TILED_DECL(attend_tiled) {
   TileSteps steps(a);
-  attend_in_tiles(steps, a, steps.v + kTilePositions * a.d);
+  attend_in_tiles(steps, a, steps.kq);
 }
 
 namespace {
