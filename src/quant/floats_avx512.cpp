@@ -3,7 +3,7 @@
 // of halves.
 #define TT_SIMD_NS avx512
 #define TT_SIMD_VNNI 1
-#include <vector>
+#include <memory>
 
 #include "quant/floats_x86.inc"
 
@@ -53,56 +53,76 @@ void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
 }
 
 namespace {
-// dot_f16 for kRows rows x kTokens tokens of n elements (n % 64 == 0), the tokens' halves already floats (the same
-// values the conversion in dot_f16 gives): each row's conversion serves every token, and each output keeps dot_f16's
-// 4 accumulators of 16 lanes and its reduction, bit for bit.
-template <int kRows, int kTokens>
+// _mm512_reduce_add_ps of 16 vectors at once: lane 4t + r of the result is the sum of v[4r + t]. The reduction's
+// tree (lanes j and j + 8, then j + 4, j + 2, j + 1) is done for all 16 together, each level one add of two
+// shuffles of a pair of vectors; addition commutes exactly, so each sum is bit for bit _mm512_reduce_add_ps's.
+inline __attribute__((always_inline)) __m512 reduce_add_16x16(const __m512* v) {
+  __m512 w[8], x[4], y[2];
+  for (int p = 0; p < 8; ++p)
+    w[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
+  for (int p = 0; p < 4; ++p)
+    x[p] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * p], w[2 * p + 1], 0x88),
+                         _mm512_shuffle_f32x4(w[2 * p], w[2 * p + 1], 0xDD));
+  for (int p = 0; p < 2; ++p) {
+    const __m512d a = _mm512_castps_pd(x[2 * p]), b = _mm512_castps_pd(x[2 * p + 1]);
+    y[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
+}
+
+// dot_f16 of 4 rows x 4 tokens of n elements (n % 64 == 0), the tokens' halves already floats (the values
+// dot_f16's conversion gives), bit for bit. dot_f16's 4 accumulators (element 16k + l of each 64-element step into
+// accumulator k, lane l) are independent sums, so they are made one after the other: 16 live accumulators, 16 FMAs
+// to 4 row conversions and 4 token loads. The 16 reductions run together.
 void f16_block(int64_t n, const uint16_t* const* x, const float* const* y, float* out, int64_t ldo) {
-  __m512 acc[kRows][kTokens][4];
-  for (auto& row : acc)
-    for (auto& token : row)
-      for (__m512& a : token) a = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 64)
-    for (int k = 0; k < 4; ++k) {
-      __m512 xr[kRows];
-      for (int r = 0; r < kRows; ++r) xr[r] = _mm512_cvtph_ps(load256(x[r] + i + 16 * k));
-      for (int t = 0; t < kTokens; ++t) {
-        const __m512 yt = _mm512_loadu_ps(y[t] + i + 16 * k);
-        for (int r = 0; r < kRows; ++r) acc[r][t][k] = _mm512_fmadd_ps(xr[r], yt, acc[r][t][k]);
+  __m512 a01[16], a23[16];  // output 4r + t: dot_f16's (a0 + a1) and (a2 + a3)
+  for (int k = 0; k < 4; ++k) {
+    __m512 acc[16];
+    for (__m512& a : acc) a = _mm512_setzero_ps();
+    for (int64_t i = 16 * k; i < n; i += 64) {
+      __m512 xr[4];
+      for (int r = 0; r < 4; ++r) xr[r] = _mm512_cvtph_ps(load256(x[r] + i));
+      for (int t = 0; t < 4; ++t) {
+        const __m512 yt = _mm512_loadu_ps(y[t] + i);
+        for (int r = 0; r < 4; ++r) acc[4 * r + t] = _mm512_fmadd_ps(xr[r], yt, acc[4 * r + t]);
       }
     }
-  for (int r = 0; r < kRows; ++r)
-    for (int t = 0; t < kTokens; ++t) {
-      const __m512* a = acc[r][t];
-      const double sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
-      out[t * ldo + r] = static_cast<float>(sum);
-    }
+    __m512* pair = k < 2 ? a01 : a23;
+    for (int o = 0; o < 16; ++o) pair[o] = k % 2 == 0 ? acc[o] : _mm512_add_ps(pair[o], acc[o]);
+  }
+  for (int o = 0; o < 16; ++o) a01[o] = _mm512_add_ps(a01[o], a23[o]);
+  const __m512 sums = reduce_add_16x16(a01);  // lane 4t + r: row r, token t
+  _mm_storeu_ps(out, _mm512_castps512_ps128(sums));
+  _mm_storeu_ps(out + ldo, _mm512_extractf32x4_ps(sums, 1));
+  _mm_storeu_ps(out + 2 * ldo, _mm512_extractf32x4_ps(sums, 2));
+  _mm_storeu_ps(out + 3 * ldo, _mm512_extractf32x4_ps(sums, 3));
 }
 }  // namespace
 
-// vec_dot_f16 per (row, token). Rows of whole 64-element steps: 2 rows x 3 tokens a block (24 accumulators), the
-// tokens converted to floats once per call; otherwise (and for the rows and tokens left over) dot_f16 inlined: an
-// output matrix of 32,000 rows of 8 costs a call per row otherwise.
+// vec_dot_f16 per (row, token). Rows of whole 64-element steps: blocks of 4 rows x 4 tokens (f16_block), the tokens
+// converted to floats once per call; otherwise (and for the rows and tokens left over) dot_f16 inlined: an output
+// matrix of 32,000 rows of 8 costs a call per row otherwise.
 TT_TILE_DECL(tile_f16) {
   const auto* xb = static_cast<const uint8_t*>(x);
   const auto* yb = static_cast<const uint8_t*>(y);
   auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(xb + r * x_row); };
   auto token = [&](int64_t t) { return reinterpret_cast<const uint16_t*>(yb + t * y_row); };
-  constexpr int kRows = 2, kTokens = 3;
+  constexpr int kBlock = 4;
   int64_t r_done = 0, t_done = 0;
-  if (n % 64 == 0 && nr >= kRows && nt >= kTokens) {
-    r_done = nr - nr % kRows;
-    t_done = nt - nt % kTokens;
-    std::vector<float> yf(kTokens * n);
-    for (int64_t t0 = 0; t0 < t_done; t0 += kTokens) {
-      const float* yt[kTokens];
-      for (int t = 0; t < kTokens; ++t) {
-        fp16_to_fp32_row(token(t0 + t), yf.data() + t * n, n);
-        yt[t] = yf.data() + t * n;
+  if (n % 64 == 0 && nr >= kBlock && nt >= kBlock) {
+    r_done = nr - nr % kBlock;
+    t_done = nt - nt % kBlock;
+    const auto tokens = std::make_unique_for_overwrite<float[]>(kBlock * n);
+    for (int64_t t0 = 0; t0 < t_done; t0 += kBlock) {
+      const float* yt[kBlock];
+      for (int t = 0; t < kBlock; ++t) {
+        fp16_to_fp32_row(token(t0 + t), tokens.get() + t * n, n);
+        yt[t] = tokens.get() + t * n;
       }
-      for (int64_t r0 = 0; r0 < r_done; r0 += kRows) {
-        const uint16_t* xr[kRows] = {row(r0), row(r0 + 1)};
-        f16_block<kRows, kTokens>(n, xr, yt, out + t0 * ldo + r0, ldo);
+      for (int64_t r0 = 0; r0 < r_done; r0 += kBlock) {
+        const uint16_t* xr[kBlock] = {row(r0), row(r0 + 1), row(r0 + 2), row(r0 + 3)};
+        f16_block(n, xr, yt, out + t0 * ldo + r0, ldo);
       }
     }
   }
