@@ -150,7 +150,7 @@ void BM_TracerStep(benchmark::State& state) {
     out.pos_begin = engine.n_past();
     out.pos_end = out.pos_begin + 1;
     out.input_tokens = token;
-    const uint64_t self_before = tracer.self_ns();
+    const uint64_t self_before = tracer.self_ticks();
     tracer.on_step_begin(out.step, out.phase, out.pos_begin, out.pos_end);
     out.start_ns = now_ns();
     out.logits = engine.eval(token, &tracer);
@@ -159,10 +159,17 @@ void BM_TracerStep(benchmark::State& state) {
     out.sampled = {static_cast<int32_t>(out.step % out.logits.size()), 0.5f};
     tracer.on_step_end(out);
     token[0] = out.sampled.token;
-    return tracer.self_ns() - self_before;
+    return tracer.self_ticks() - self_before;
   };
   for (int i = 0; i < 3; ++i) traced_step();  // the prompt step and the first generation steps write full records
-  for (auto _ : state) state.SetIterationTime(static_cast<double>(traced_step()) / 1e9);
+  // Ticks to seconds at the counter's rate over the benchmark so far (a difference of two self_ns() readings,
+  // each converted at its own moment's rate, can come out negative).
+  const uint64_t ticks0 = tick_count(), ns0 = now_ns();
+  for (auto _ : state) {
+    const uint64_t ticks = traced_step();
+    const double ns_per_tick = static_cast<double>(now_ns() - ns0) / static_cast<double>(tick_count() - ticks0);
+    state.SetIterationTime(static_cast<double>(ticks) * ns_per_tick / 1e9);
+  }
 }
 BENCHMARK(BM_TracerStep)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

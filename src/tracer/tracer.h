@@ -67,6 +67,8 @@ class Tracer : public GenerateObserver {
   uint64_t self_ns() const { return ticks_to_ns(self_ticks_); }
   // Of which in generation steps (from their on_step_begin to their on_step_end).
   uint64_t generate_self_ns() const { return ticks_to_ns(generate_self_ticks_); }
+  // The same in tick_count() units (exact differences between two readings).
+  uint64_t self_ticks() const { return self_ticks_; }
 
  private:
   uint64_t t0_;
