@@ -212,16 +212,30 @@ BENCHMARK(attend_tiled_unit)
 // matrix of `rows` rows (n = 4096) in 16-row tiles. 512 rows stay in L2 (the kernel's own speed); 131072 rows
 // (0.3-1.1 GB) stream from memory (compare with `tensortrace bench --bandwidth`'s one-thread figure). bytes/s of
 // weights. The large matrix repeats the fixture's rows (speed does not depend on the values).
-void gemv(benchmark::State& state, GgmlType type) {
+// `grouped`: the rows stored in groups of 16 (RowGroups) where the loader stores them so, with the kernel a lone token
+// gets on them.
+void gemv(benchmark::State& state, GgmlType type, bool grouped) {
   const QuantKernels* k = find_kernels(type);
   const Fixture& f = fixture(type);
   const int64_t rows = state.range(0);
   constexpr int64_t kRowTile = 16;
+  if (grouped && !k->groups_rows(kN, rows)) return state.SkipWithError("this CPU does not store these rows in groups");
+  std::vector<uint8_t> source(f.weights.size());  // the fixture's rows, grouped where asked
+  for (int64_t g = 0; g < kRows; g += kRowGroup) {
+    const uint8_t* rows16 = f.weights.data() + g * f.row_bytes;
+    if (grouped) {
+      k->row_groups->group(rows16, source.data() + g * f.row_bytes, kN);
+    } else {
+      std::memcpy(source.data() + g * f.row_bytes, rows16, kRowGroup * f.row_bytes);
+    }
+  }
   HugePageMemory weights(f.row_bytes * rows);  // as a model's weights are held (FileResidency::IN_MEMORY)
   for (int64_t r = 0; r < rows; r += kRows)
-    std::memcpy(weights.data() + r * f.row_bytes, f.weights.data(), f.row_bytes * std::min(kRows, rows - r));
+    std::memcpy(weights.data() + r * f.row_bytes, source.data(), f.row_bytes * std::min(kRows, rows - r));
   const BatchedKernels* batched = k->batched_for(kN, rows);
-  const DotKernel& dot = batched ? batched->for_token(0, 1) : k->vec_dot;
+  const DotKernel& dot = grouped   ? k->row_groups->for_token(batched, 0, 1)
+                         : batched ? batched->for_token(0, 1)
+                                   : k->vec_dot;
   std::vector<float> out(rows);
   for (auto _ : state) {
     for (int64_t r0 = 0; r0 < rows; r0 += kRowTile)
@@ -262,11 +276,15 @@ const int kRegistered = [] {
   benchmark::RegisterBenchmark("Gemm/Q6_K/amx", gemm_amx, GgmlType::Q6_K,
                                DotKernel{avx512::vec_dot_q6_k, amx::tile_q6_k});
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
-    benchmark::RegisterBenchmark(("Gemv/" + std::string(type_name(t))).c_str(), gemv, t)
-        ->ArgName("rows")
-        ->Arg(512)
-        ->Arg(131072)
-        ->MinTime(1.0);
+    for (bool grouped : {false, true}) {
+      if (grouped && !find_kernels(t)->row_groups) continue;
+      const std::string name = "Gemv/" + std::string(type_name(t)) + (grouped ? "/grouped" : "");
+      benchmark::RegisterBenchmark(name.c_str(), gemv, t, grouped)
+          ->ArgName("rows")
+          ->Arg(512)
+          ->Arg(131072)
+          ->MinTime(1.0);
+    }
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F16}) {
     benchmark::RegisterBenchmark(("QuantizeActivations/" + std::string(type_name(t))).c_str(), quantize_act, t);
   }

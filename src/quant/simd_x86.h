@@ -113,6 +113,16 @@ struct NextRowsPrefetch {
   }
 };
 
+// Asks for `bytes` from p on into L1, a cache line a cycle: a kernel that streams a contiguous range of weights calls
+// it at each step for the bytes a few steps ahead. Each line's address is the previous one's plus a stride held in a
+// register; with the stride a constant the CPU resolves the adds at once and the prefetches leave together, which
+// measured slower than none (docs/performance.md, "Prefetch").
+inline void prefetch_ahead(const void* p, uint64_t bytes) {
+  uint64_t line = 64;
+  asm("" : "+r"(line));  // keeps the stride in a register (see above)
+  for (uint64_t o = 0; o < bytes; o += line) _mm_prefetch(static_cast<const char*>(p) + o, _MM_HINT_T0);
+}
+
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
