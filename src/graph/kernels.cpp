@@ -294,13 +294,18 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
   constexpr int64_t kRowTile = kRowGroup;
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
   float* dst = n.out->as<float>();
-  for_each_chunk(ctx, groups.n_active * tiles, [&](int64_t unit) {
-    const int64_t e = groups.active[unit / tiles], r0 = unit % tiles * kRowTile, r1 = std::min(N, r0 + kRowTile);
-    const uint8_t* we = w.data + static_cast<uint64_t>(e) * slab + r0 * w_row;
-    for (int32_t p = groups.start[e]; p < groups.start[e + 1]; ++p) {
-      const int64_t pair = groups.pairs[p], t = pair / slots, s = pair % slots;
-      const uint8_t* yr = y + (t * x_slots + s % x_slots) * y_row;
-      dot.run_tile(K, r1 - r0, 1, we, w_row, yr, y_row, dst + pair * N + r0, N);
+  // Units in shrinking chunks, as mul_mat's tiles: a unit of one token is a microsecond's work, and a claim from the
+  // shared counter per unit cost as much in a small model's generation (the counter's line moving between cores).
+  const int64_t units = groups.n_active * tiles;
+  for_each_shrinking_chunk(ctx, units, std::min<int64_t>(units / 64, 8), [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t e = groups.active[unit / tiles], r0 = unit % tiles * kRowTile, r1 = std::min(N, r0 + kRowTile);
+      const uint8_t* we = w.data + static_cast<uint64_t>(e) * slab + r0 * w_row;
+      for (int32_t p = groups.start[e]; p < groups.start[e + 1]; ++p) {
+        const int64_t pair = groups.pairs[p], t = pair / slots, s = pair % slots;
+        const uint8_t* yr = y + (t * x_slots + s % x_slots) * y_row;
+        dot.run_tile(K, r1 - r0, 1, we, w_row, yr, y_row, dst + pair * N + r0, N);
+      }
     }
   });
 }
