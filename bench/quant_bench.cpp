@@ -220,15 +220,10 @@ void gemv(benchmark::State& state, GgmlType type, bool grouped) {
   const int64_t rows = state.range(0);
   constexpr int64_t kRowTile = 16;
   if (grouped && !k->groups_rows(kN, rows)) return state.SkipWithError("this CPU does not store these rows in groups");
-  std::vector<uint8_t> source(f.weights.size());  // the fixture's rows, grouped where asked
-  for (int64_t g = 0; g < kRows; g += kRowGroup) {
-    const uint8_t* rows16 = f.weights.data() + g * f.row_bytes;
-    if (grouped) {
-      k->row_groups->group(rows16, source.data() + g * f.row_bytes, kN);
-    } else {
-      std::memcpy(source.data() + g * f.row_bytes, rows16, kRowGroup * f.row_bytes);
-    }
-  }
+  std::vector<uint8_t> source = f.weights;  // the fixture's rows, grouped where asked
+  if (grouped)
+    for (int64_t g = 0; g < kRows; g += kRowGroup)
+      k->row_groups->group(f.weights.data() + g * f.row_bytes, source.data() + g * f.row_bytes, kN);
   HugePageMemory weights(f.row_bytes * rows);  // as a model's weights are held (FileResidency::IN_MEMORY)
   for (int64_t r = 0; r < rows; r += kRows)
     std::memcpy(weights.data() + r * f.row_bytes, source.data(), f.row_bytes * std::min(kRows, rows - r));

@@ -25,9 +25,11 @@ void for_each_chunk(const ComputeContext& ctx, int64_t n_chunks, F f) {
 }
 
 // f(begin, end) for this thread's chunks of n units (ShrinkingChunks; without a shared counter, every nth chunk).
+// The smallest chunks are 1/64 of the units, at most 8 (a large output projection's last chunks then cost a few
+// microseconds, not tens).
 template <typename F>
-void for_each_shrinking_chunk(const ComputeContext& ctx, int64_t n, int64_t min_units, F f) {
-  ShrinkingChunks chunks{n, ctx.nth, min_units};
+void for_each_shrinking_chunk(const ComputeContext& ctx, int64_t n, F f) {
+  ShrinkingChunks chunks{n, ctx.nth, std::min<int64_t>(n / 64, 8)};
   const bool shared = ctx.chunk_counter != nullptr && ctx.nth > 1;
   for (int64_t c = ctx.ith;; c = shared ? ctx.nth + ctx.next_chunk() : c + ctx.nth) {
     const Range r = chunks.chunk(c);
@@ -200,12 +202,11 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   };
   float* dst = out.as<float>();
   // Output rows in chunks of whole 16-row tiles, shrinking as the rows run out (ShrinkingChunks): a thread the
-  // machine slows down takes fewer instead of holding the others at the barrier. The smallest chunks are 1/64 of
-  // the tiles, at most 8 (a large output projection's last chunks then cost a few microseconds, not tens).
-  // Every output is computed the same way whichever thread takes it.
+  // machine slows down takes fewer instead of holding the others at the barrier. Every output is computed the same
+  // way whichever thread takes it.
   constexpr int64_t kRowTile = kRowGroup, kTokTile = 64;  // a tile of grouped rows is one group
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
-  for_each_shrinking_chunk(ctx, tiles, std::min<int64_t>(tiles / 64, 8), [&](int64_t tile_begin, int64_t tile_end) {
+  for_each_shrinking_chunk(ctx, tiles, [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t rows_begin = tile_begin * kRowTile, rows_end = std::min(N, tile_end * kRowTile);
     if (M == 1) {
       dot_for(0).run_tile(K, rows_end - rows_begin, 1, w.data + rows_begin * w_row, w_row, y, y_row, dst + rows_begin,
@@ -297,7 +298,7 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
   // Units in shrinking chunks, as mul_mat's tiles: a unit of one token is a microsecond's work, and a claim from the
   // shared counter per unit cost as much in a small model's generation (the counter's line moving between cores).
   const int64_t units = groups.n_active * tiles;
-  for_each_shrinking_chunk(ctx, units, std::min<int64_t>(units / 64, 8), [&](int64_t begin, int64_t end) {
+  for_each_shrinking_chunk(ctx, units, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t e = groups.active[unit / tiles], r0 = unit % tiles * kRowTile, r1 = std::min(N, r0 + kRowTile);
       const uint8_t* we = w.data + static_cast<uint64_t>(e) * slab + r0 * w_row;
