@@ -441,17 +441,23 @@ TEST(QuantVecDot, FastRepackKernelsEqualReferenceExactly) {
   }
 }
 
-// Q2_K's repack orders (llama.cpp repacks Q2_K with AVX-512 only): the AVX-512 kernels' integer sums in vectors,
-// float steps as the reference, bit for bit; random rows and the extremes (every quant 3 and every scale and min 15
-// against activations of 127 and -128).
+// Q2_K's repack orders (llama.cpp's AVX-512 builds repack Q2_K; every CPU reproduces them): the AVX2 and AVX-512
+// kernels' integer sums in vectors, float steps as the reference, bit for bit; random rows and the extremes (every
+// quant 3 and every scale and min 15 against activations of 127 and -128).
 TEST(QuantVecDot, Q2KRepackKernelsEqualReferenceExactly) {
   Rng rng;
-  if (!cpu_sets().avx512) GTEST_SKIP() << "no AVX-512";
-  const struct {
+  const auto [avx2, avx512] = cpu_sets();
+  if (!avx2) GTEST_SKIP() << "no AVX2";
+  struct Kernel {
     VecDotFn ref, fast;
     const char* name;
-  } kernels[] = {{ref::repack_gemv_q2_k, avx512::repack_gemv_q2_k, "gemv"},
-                 {ref::repack_gemm_q2_k, avx512::repack_gemm_q2_k, "gemm"}};
+  };
+  std::vector<Kernel> kernels = {{ref::repack_gemv_q2_k, avx2::repack_gemv_q2_k, "avx2 gemv"},
+                                 {ref::repack_gemm_q2_k, avx2::repack_gemm_q2_k, "avx2 gemm"}};
+  if (avx512) {
+    kernels.push_back({ref::repack_gemv_q2_k, avx512::repack_gemv_q2_k, "avx512 gemv"});
+    kernels.push_back({ref::repack_gemm_q2_k, avx512::repack_gemm_q2_k, "avx512 gemm"});
+  }
   for (int64_t n : {256, 768, 2048})
     for (int rep = 0; rep < 6; ++rep) {
       auto x = random_weights(G::Q2_K, n, rng, false);
@@ -1450,6 +1456,34 @@ TEST(QuantVecDot, Bf16EmulationMatchesVdpbf16ps) {
     ASSERT_EQ(std::bit_cast<uint32_t>(emulated), std::bit_cast<uint32_t>(hardware))
         << "n=" << n << " emulated " << emulated << " hardware " << hardware;
   }
+}
+
+// The AVX2 emulations of VDPBF16PS's orders (what CPUs without the instruction run) against the scalar ones, bit for
+// bit, on values whose denormal inputs, flushed sums and cancellations show any departure.
+TEST(QuantVecDot, Bf16Avx2EmulationsEqualTheScalarOnesExactly) {
+  if (!cpu_sets().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  Rng rng;
+  int flushed = 0;  // cases whose inputs hold denormals (read as zero)
+  for (int rep = 0; rep < 200; ++rep) {
+    const int64_t n = rep < 100 ? 32 * rng.integer(1, 48) : rng.integer(1, 200);
+    std::vector<uint16_t> x(n), y(n);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = fp32_to_bf16(std::ldexp(rng.normal(), rng.integer(-135, 40)));
+      y[i] = fp32_to_bf16(rng.integer(0, 9) == 0 ? 0x1p-130f : std::ldexp(rng.normal(), rng.integer(-20, 20)));
+      flushed += (x[i] & 0x7F80u) == 0 && (x[i] & 0x7Fu) != 0;
+    }
+    float got = 0, want = 0;
+    avx2::vec_dot_bf16_dp(n, &got, x.data(), y.data());
+    ref::vec_dot_bf16_avx512bf16(n, &want, x.data(), y.data());
+    ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+        << "vec_dot n=" << n << ": " << got << " vs " << want;
+    if (n % 32 != 0) continue;
+    avx2::dot_bf16_tinyblas(n, &got, x.data(), y.data());
+    ref::dot_bf16_tinyblas(n, &want, x.data(), y.data());
+    ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+        << "tinyBLAS n=" << n << ": " << got << " vs " << want;
+  }
+  EXPECT_GT(flushed, 0);
 }
 
 // The VDPBF16PS kernels against their scalar emulations, bit for bit: ggml_vec_dot_bf16 (any n: 64-element steps and a

@@ -172,6 +172,8 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
   TT_VEC_DOT_DECL(repack_dot_iq4_nl);                                     \
   TT_VEC_DOT_DECL(repack_gemv_q4_k);                                      \
   TT_VEC_DOT_DECL(repack_gemm_q4_k);                                      \
+  TT_VEC_DOT_DECL(repack_gemv_q2_k);                                      \
+  TT_VEC_DOT_DECL(repack_gemm_q2_k);                                      \
   float dot_f16_double(const uint16_t* x, const uint16_t* y, int64_t n);  \
   void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);     \
   void scale_f16(uint16_t* acc, float s, int64_t n);                      \
@@ -189,11 +191,12 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
 
 namespace avx2 {
 TT_FAST_KERNELS_DECL;
-}
+// llama.cpp's BF16 orders on VDPBF16PS, emulated (the records' llama.cpp builds had the instruction).
+TT_VEC_DOT_DECL(vec_dot_bf16_dp);    // ref::vec_dot_bf16_avx512bf16
+TT_VEC_DOT_DECL(dot_bf16_tinyblas);  // ref::dot_bf16_tinyblas
+}  // namespace avx2
 namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
 TT_FAST_KERNELS_DECL;
-TT_VEC_DOT_DECL(repack_gemv_q2_k);    // ref::repack_gemv_q2_k
-TT_VEC_DOT_DECL(repack_gemm_q2_k);    // ref::repack_gemm_q2_k
 TT_TILE_DECL(tile_q4_1);              // vec_dot_q4_1 per (row, token)
 TT_TILE_DECL(tile_q5_1);              // vec_dot_q5_1 per (row, token)
 TT_TILE_DECL(tile_f16);               // vec_dot_f16 per (row, token)

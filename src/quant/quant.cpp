@@ -126,11 +126,27 @@ PerIsa<DotKernel> amx_tile(PerIsa<DotKernel> kernels, TileFn tile) {
   return kernels;
 }
 
-// BF16 batches through tinyBLAS where the CPU has VDPBF16PS (K in whole 32-element steps, N in groups of 4).
-BatchedKernels bf16_tinyblas() {
-  return {BatchedKernels::Grouping::kWholeBatch, [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; },
-          DotKernel{avx512bf16::vec_dot_bf16},
-          DotKernel{avx512bf16::dot_bf16_tinyblas, avx512bf16::tile_bf16_tinyblas}};
+// BF16 as llama.cpp computes it with VDPBF16PS (the records' builds had it): ggml_vec_dot_bf16 for one token,
+// batches through tinyBLAS (K in whole 32-element steps, N in groups of 4). The instruction where the CPU has it,
+// its emulation elsewhere.
+PerIsa<DotKernel> bf16_vec_dot() {
+  auto out = from_isa(Isa::kAvx512Bf16, DotKernel{avx2::vec_dot_bf16_dp}, DotKernel{avx512bf16::vec_dot_bf16});
+  out[static_cast<int>(Isa::kScalar)] = DotKernel{ref::vec_dot_bf16_avx512bf16};
+  return out;
+}
+PerIsa<std::optional<BatchedKernels>> bf16_tinyblas() {
+  auto tinyblas = [](DotKernel single, DotKernel batch) {
+    return BatchedKernels{BatchedKernels::Grouping::kWholeBatch,
+                          [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; }, single, batch};
+  };
+  const PerIsa<DotKernel> single = bf16_vec_dot();
+  PerIsa<std::optional<BatchedKernels>> out;
+  for (int i = 0; i < kIsaCount; ++i)
+    out[i] = tinyblas(single[i], i == static_cast<int>(Isa::kScalar) ? DotKernel{ref::dot_bf16_tinyblas}
+                                 : i < static_cast<int>(Isa::kAvx512Bf16)
+                                     ? DotKernel{avx2::dot_bf16_tinyblas}
+                                     : DotKernel{avx512bf16::dot_bf16_tinyblas, avx512bf16::tile_bf16_tinyblas});
+  return out;
 }
 
 // Q8_0 batches (M > 1) through AMX tiles in llama.cpp's AMX order; single tokens keep vec_dot.
@@ -169,11 +185,10 @@ PerIsa<std::optional<RowGroups>> q4_k_row_groups() {
   return out;
 }
 
-// Q2_K is repacked only where llama.cpp has its AVX-512 kernels; its gemm on AMX tiles where the CPU has them.
+// Q2_K repacked as llama.cpp's AVX-512 builds (the records') repack it, on every CPU; its gemm on AMX tiles where
+// the CPU has them.
 PerIsa<std::optional<BatchedKernels>> q2_k_repacked() {
-  auto out = from_isa<std::optional<BatchedKernels>>(
-      Isa::kAvx512Vnni, std::nullopt,
-      repacked(DotKernel{avx512::repack_gemv_q2_k}, DotKernel{avx512::repack_gemm_q2_k}));
+  auto out = repacked(each_isa(TT_EACH_ISA(repack_gemv_q2_k)), each_isa(TT_EACH_ISA(repack_gemm_q2_k)));
   for (Isa i : {Isa::kAmxExact, Isa::kAmx}) out[static_cast<int>(i)]->batch.tile = amx::tile_repack_gemm_q2_k;
   return out;
 }
@@ -202,9 +217,7 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_activations =
            each_isa(ref::quantize_f16, to_halves<avx2::fp32_to_fp16_row>, to_halves<avx512::fp32_to_fp16_row>),
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_f16), nullptr, avx512::tile_f16)},
-      // BF16 follows llama.cpp's VDPBF16PS order where the CPU has that instruction (what the reference ran on):
-      // ggml_vec_dot_bf16 for one token, tinyBLAS for batches when K is in whole 32-element steps and N in
-      // groups of 4.
+      // BF16 in llama.cpp's VDPBF16PS orders on every CPU (bf16_tinyblas).
       {.type = G::BF16,
        .vec_dot_type = G::BF16,
        .block_size = 1,
@@ -213,8 +226,8 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_bf16,
        .vec_dot_ref = ref::vec_dot_bf16,
        .quantize_activations = each_isa(ref::quantize_bf16, ref::quantize_bf16, ref::quantize_bf16),
-       .vec_dot = from_isa(Isa::kAvx512Bf16, DotKernel{ref::vec_dot_bf16}, DotKernel{avx512bf16::vec_dot_bf16}),
-       .batched = from_isa<std::optional<BatchedKernels>>(Isa::kAvx512Bf16, std::nullopt, bf16_tinyblas())},
+       .vec_dot = bf16_vec_dot(),
+       .batched = bf16_tinyblas()},
       {.type = G::Q4_0,
        .vec_dot_type = G::Q8_0,
        .block_size = kQK4_0,

@@ -50,8 +50,16 @@ fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: the smallest pipe
 with open(prefix + ".err", "w") as err:
     p = subprocess.Popen(cmd, stdout=w, stderr=err, stdin=subprocess.DEVNULL)
 os.close(w)
+# Held: the pipe is full, or the run sleeps in a write to it (a write that does not fit the page's room waits for
+# a reader, so the pipe may hold a little under 4 KiB).
+def writing_to_pipe():
+    try:
+        with open(f"/proc/{p.pid}/wchan") as f:
+            return "pipe_write" in f.read()
+    except OSError:
+        return False
 queued = array.array("i", [0])
-while queued[0] < 4096 and p.poll() is None:
+while queued[0] < 4096 and p.poll() is None and not writing_to_pipe():
     time.sleep(0.01)
     fcntl.ioctl(r, termios.FIONREAD, queued)
 with open(prefix + ".held", "w") as f:
