@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -807,6 +808,10 @@ TEST(QuantRowGroups, Q4_1TilesEqualVecDotOnTheFilesRows) {
 TEST(QuantRowGroups, Q4_KTilesEqualTheRepackedKernels) {
   std::vector<GroupedCase> cases = {{"ref gemv", ref::tile_q4_k_rows16_gemv, ref::repack_gemv_q4_k},
                                     {"ref gemm", ref::tile_q4_k_rows16_gemm, ref::repack_gemm_q4_k}};
+  if (cpu_sets().avx2) {
+    cases.push_back({"avx2 gemv", avx2::tile_q4_k_rows16_gemv, ref::repack_gemv_q4_k});
+    cases.push_back({"avx2 gemm", avx2::tile_q4_k_rows16_gemm, ref::repack_gemm_q4_k});
+  }
   if (cpu_sets().avx512) cases.push_back({"avx512 gemv", avx512::tile_q4_k_rows16_gemv, ref::repack_gemv_q4_k});
   if (amx_available()) cases.push_back({"amx gemm", amx::tile_q4_k_rows16_gemm, ref::repack_gemm_q4_k});
   if (const auto& g = find_kernels(G::Q4_K)->row_groups) {
@@ -877,13 +882,24 @@ TEST(QuantVecDot, Q4KGemvTileAtIntegerExtremes) {
       std::fill(std::begin(ya[b].qs), std::end(ya[b].qs), v);
       std::fill(std::begin(ya[b].bsums), std::end(ya[b].bsums), static_cast<int16_t>(16 * v));
     }
-    std::vector<float> got(nr, -7.0f);
-    dot.run_tile(n, nr, 1, x.data(), x_row, y.data(), y_row, got.data(), nr);
-    for (int64_t r = 0; r < nr; ++r) {
-      float want = 0.0f;
-      ref::repack_gemv_q4_k(n, &want, x.data() + r * x_row, y.data());
-      ASSERT_EQ(std::bit_cast<uint32_t>(got[r]), std::bit_cast<uint32_t>(want))
-          << "pattern " << pattern << " row " << r << ": " << got[r] << " vs " << want;
+    std::vector<float> want(nr);
+    for (int64_t r = 0; r < nr; ++r) ref::repack_gemv_q4_k(n, &want[r], x.data() + r * x_row, y.data());
+    // The file's rows through the table's kernel, and the rows in a group (RowGroups, whose AVX2 kernel sums a
+    // sub-block's parts in int16) through every grouped gemv this CPU runs.
+    std::vector<uint8_t> grouped(x.size());
+    ref::group_rows_q4_k(x.data(), grouped.data(), n);
+    std::vector<std::tuple<const char*, TileFn, const uint8_t*>> tiles = {{"table", nullptr, x.data()}};
+    if (cpu_sets().avx2) tiles.emplace_back("avx2 grouped", avx2::tile_q4_k_rows16_gemv, grouped.data());
+    if (cpu_sets().avx512) tiles.emplace_back("avx512 grouped", avx512::tile_q4_k_rows16_gemv, grouped.data());
+    for (const auto& [name, tile, rows] : tiles) {
+      std::vector<float> got(nr, -7.0f);
+      if (tile)
+        tile(n, nr, 1, rows, x_row, y.data(), y_row, got.data(), nr);
+      else
+        dot.run_tile(n, nr, 1, rows, x_row, y.data(), y_row, got.data(), nr);
+      for (int64_t r = 0; r < nr; ++r)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[r]), std::bit_cast<uint32_t>(want[r]))
+            << name << " pattern " << pattern << " row " << r << ": " << got[r] << " vs " << want[r];
     }
   }
 }

@@ -80,6 +80,12 @@ struct BlockQ4_K {
   uint8_t qs[kQK_K / 2];
 };
 static_assert(sizeof(BlockQ4_K) == 144);
+// A super-block of 16 Q4_K rows stored in a group (ref::group_rows_q4_k): the 16 d, the 16 dmin, the 12 scale bytes
+// as 3 parts of 4 and the 128 quant bytes as 32 parts of 4, each part the 16 rows' bytes side by side.
+struct Q4KGroup {
+  static constexpr uint64_t kBytes = 16 * sizeof(BlockQ4_K);
+  static constexpr uint64_t kD = 0, kDmin = 32, kScales = 64, kQuants = 256;
+};
 
 struct BlockQ5_K {
   uint16_t d;

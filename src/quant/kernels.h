@@ -186,23 +186,24 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
   TT_TILE_DECL(tile_repack_iq4_nl);                                       \
   TT_TILE_DECL(tile_repack_gemv_q4_k);                                    \
   TT_TILE_DECL(tile_repack_gemm_q4_k);                                    \
+  TT_TILE_DECL(tile_q4_k_rows16_gemv);                                    \
   void swiglu_row(const float* g, const float* u, float* out, int64_t n); \
   void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox)
 
 namespace avx2 {
 TT_FAST_KERNELS_DECL;
 // llama.cpp's BF16 orders on VDPBF16PS, emulated (the records' llama.cpp builds had the instruction).
-TT_VEC_DOT_DECL(vec_dot_bf16_dp);    // ref::vec_dot_bf16_avx512bf16
-TT_VEC_DOT_DECL(dot_bf16_tinyblas);  // ref::dot_bf16_tinyblas
+TT_VEC_DOT_DECL(vec_dot_bf16_dp);     // ref::vec_dot_bf16_avx512bf16
+TT_VEC_DOT_DECL(dot_bf16_tinyblas);   // ref::dot_bf16_tinyblas
+TT_TILE_DECL(tile_q4_k_rows16_gemm);  // ref::tile_q4_k_rows16_gemm
 }  // namespace avx2
 namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
 TT_FAST_KERNELS_DECL;
-TT_TILE_DECL(tile_q4_1);              // vec_dot_q4_1 per (row, token)
-TT_TILE_DECL(tile_q5_1);              // vec_dot_q5_1 per (row, token)
-TT_TILE_DECL(tile_f16);               // vec_dot_f16 per (row, token)
-TT_TILE_DECL(tile_q8_0_rows16);       // ref::tile_q8_0_rows16: rows in groups of 16 (RowGroups)
-TT_TILE_DECL(tile_q4_k_rows16_gemv);  // ref::tile_q4_k_rows16_gemv
-TT_TILE_DECL(tile_q4_1_rows16);       // ref::tile_q4_1_rows16
+TT_TILE_DECL(tile_q4_1);         // vec_dot_q4_1 per (row, token)
+TT_TILE_DECL(tile_q5_1);         // vec_dot_q5_1 per (row, token)
+TT_TILE_DECL(tile_f16);          // vec_dot_f16 per (row, token)
+TT_TILE_DECL(tile_q8_0_rows16);  // ref::tile_q8_0_rows16: rows in groups of 16 (RowGroups)
+TT_TILE_DECL(tile_q4_1_rows16);  // ref::tile_q4_1_rows16
 }  // namespace avx512
 // VDPBF16PS (files *_avx512bf16.cpp, compiled for AVX-512 + BF16): llama.cpp's BF16 orders on the instruction it
 // ran them with. Only called where the CPU has AVX512-BF16.

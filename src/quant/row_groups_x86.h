@@ -10,13 +10,6 @@
 
 namespace tt {
 
-// A super-block of 16 Q4_K rows stored in a group (ref::group_rows_q4_k): the 16 d, the 16 dmin, the 12 scale bytes
-// as 3 parts of 4 and the 128 quant bytes as 32 parts of 4, each part the 16 rows' bytes side by side.
-struct Q4KGroup {
-  static constexpr uint64_t kBytes = 16 * sizeof(BlockQ4_K);
-  static constexpr uint64_t kD = 0, kDmin = 32, kScales = 64, kQuants = 256;
-};
-
 // get_scale_min_k4 for the 16 rows of a Q4_K group's super-block, row r in lane r: byte j of scales[0] / mins[0] is
 // sub-block j's, of scales[1] / mins[1] sub-block j + 4's.
 struct K4ScalesLanes {
