@@ -603,58 +603,71 @@ TEST(QuantAttention, AttendF16EqualsReference) {
   Rng rng;
   const auto [avx2, avx512] = cpu_sets();
   if (!avx2) GTEST_SKIP() << "no AVX2/F16C";
-  std::vector<std::pair<const char*, TT_ATTEND_F16_DECL((*))>> impls = {{"avx2", avx2::attend_f16}};
-  if (avx512) impls.push_back({"avx512", avx512::attend_f16});
-  for (int64_t d : {4, 8, 16, 64, 80, 128}) {
-    for (int64_t max_pos : {1, 2, 37, 300}) {
-      for (int nq = 1; nq <= kAttendMaxQueries; ++nq) {
-        const int64_t kv_heads = 2, stride = kv_heads * d * 2;
-        std::vector<uint16_t> k(max_pos * kv_heads * d), v(k.size()), q(nq * d);
-        for (auto* h : {&q, &k, &v})
-          for (auto& x : *h) x = fp32_to_fp16(rng.normal());
-        const auto* kb = reinterpret_cast<const uint8_t*>(k.data()) + d * 2;  // the second KV head
-        const auto* vb = reinterpret_cast<const uint8_t*>(v.data()) + d * 2;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-        std::vector<const uint16_t*> qs(nq);
-        std::vector<int64_t> n_pos(nq);
-        std::vector<float> want(nq * d), got(nq * d);
-        std::vector<float*> want_out(nq), got_out(nq);
-        for (int qi = 0; qi < nq; ++qi) {
-          qs[qi] = q.data() + qi * d;
-          n_pos[qi] = std::max<int64_t>(1, max_pos - (qi * 7) % (max_pos + 1));  // differing counts, one maximal
-          want_out[qi] = want.data() + qi * d;
-          got_out[qi] = got.data() + qi * d;
-        }
-        std::vector<uint16_t> acc(d);
-        for (bool partial : {false, true}) {
-          SoftmaxState want_state[kAttendMaxQueries], got_state[kAttendMaxQueries];
-          ref::attend_f16(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), want_out.data(),
-                          partial ? want_state : nullptr);
-          for (const auto& [name, fn] : impls) {
-            std::fill(got.begin(), got.end(), -7.0f);
-            fn(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), got_out.data(),
-               partial ? got_state : nullptr);
-            for (int64_t i = 0; i < nq * d; ++i)
-              ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-                  << name << (partial ? " partial" : "") << " d=" << d << " queries=" << nq << " query " << i / d
-                  << " (n_pos " << n_pos[i / d] << ") element " << i % d << ": " << got[i] << " vs " << want[i];
-            for (int qi = 0; partial && qi < nq; ++qi) {
-              EXPECT_EQ(got_state[qi].max_score, want_state[qi].max_score) << name << " query " << qi;
-              EXPECT_EQ(got_state[qi].sum, want_state[qi].sum) << name << " query " << qi;
-              EXPECT_GT(want_state[qi].sum, 0.0f);
-            }
+  // Each llama.cpp build's order (LlamaCppBuild): the reference, and its SIMD kernels.
+  using Attend = TT_ATTEND_F16_DECL((*));
+  struct Order {
+    const char* name;
+    Attend reference;
+    std::vector<std::pair<const char*, Attend>> impls;
+  };
+  std::vector<Order> orders = {{"double K.Q", ref::attend_f16, {{"avx2", avx2::attend_f16}}},
+                               {"64-element K.Q", ref::attend_f16_simd64, {{"avx2", avx2::attend_f16_simd64}}}};
+  if (avx512) {
+    orders[0].impls.push_back({"avx512", avx512::attend_f16});
+    orders[1].impls.push_back({"avx512", avx512::attend_f16_simd64});
+  }
+  for (const auto& [order, reference, impls] : orders)
+    for (int64_t d : {4, 8, 16, 64, 80, 128}) {
+      for (int64_t max_pos : {1, 2, 37, 300}) {
+        for (int nq = 1; nq <= kAttendMaxQueries; ++nq) {
+          const int64_t kv_heads = 2, stride = kv_heads * d * 2;
+          std::vector<uint16_t> k(max_pos * kv_heads * d), v(k.size()), q(nq * d);
+          for (auto* h : {&q, &k, &v})
+            for (auto& x : *h) x = fp32_to_fp16(rng.normal());
+          const auto* kb = reinterpret_cast<const uint8_t*>(k.data()) + d * 2;  // the second KV head
+          const auto* vb = reinterpret_cast<const uint8_t*>(v.data()) + d * 2;
+          const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+          std::vector<const uint16_t*> qs(nq);
+          std::vector<int64_t> n_pos(nq);
+          std::vector<float> want(nq * d), got(nq * d);
+          std::vector<float*> want_out(nq), got_out(nq);
+          for (int qi = 0; qi < nq; ++qi) {
+            qs[qi] = q.data() + qi * d;
+            n_pos[qi] = std::max<int64_t>(1, max_pos - (qi * 7) % (max_pos + 1));  // differing counts, one maximal
+            want_out[qi] = want.data() + qi * d;
+            got_out[qi] = got.data() + qi * d;
           }
-          if (partial) {  // the partial accumulator scaled by 1/S is the normalised result
-            ref::attend_f16(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), got_out.data(), nullptr);
-            for (int qi = 0; qi < nq; ++qi)
-              for (int64_t i = 0; i < d; ++i)
-                ASSERT_EQ(want_out[qi][i] * want_state[qi].inverse(), got_out[qi][i])
-                    << "query " << qi << " element " << i;
+          std::vector<uint16_t> acc(d);
+          for (bool partial : {false, true}) {
+            SoftmaxState want_state[kAttendMaxQueries], got_state[kAttendMaxQueries];
+            reference(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), want_out.data(),
+                      partial ? want_state : nullptr);
+            for (const auto& [name, fn] : impls) {
+              std::fill(got.begin(), got.end(), -7.0f);
+              fn(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), got_out.data(),
+                 partial ? got_state : nullptr);
+              for (int64_t i = 0; i < nq * d; ++i)
+                ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                    << order << ", " << name << (partial ? " partial" : "") << " d=" << d << " queries=" << nq
+                    << " query " << i / d << " (n_pos " << n_pos[i / d] << ") element " << i % d << ": " << got[i]
+                    << " vs " << want[i];
+              for (int qi = 0; partial && qi < nq; ++qi) {
+                EXPECT_EQ(got_state[qi].max_score, want_state[qi].max_score) << name << " query " << qi;
+                EXPECT_EQ(got_state[qi].sum, want_state[qi].sum) << name << " query " << qi;
+                EXPECT_GT(want_state[qi].sum, 0.0f);
+              }
+            }
+            if (partial) {  // the partial accumulator scaled by 1/S is the normalised result
+              reference(nq, qs.data(), n_pos.data(), kb, vb, stride, d, scale, acc.data(), got_out.data(), nullptr);
+              for (int qi = 0; qi < nq; ++qi)
+                for (int64_t i = 0; i < d; ++i)
+                  ASSERT_EQ(want_out[qi][i] * want_state[qi].inverse(), got_out[qi][i])
+                      << "query " << qi << " element " << i;
+            }
           }
         }
       }
     }
-  }
 }
 
 // A tile kernel's outputs (out[t * ldo + r], ldo = nr + gap: the gaps must keep their -7) against `dot` per
@@ -819,6 +832,36 @@ TEST(QuantRowGroups, Q4_KTilesEqualTheRepackedKernels) {
     cases.push_back({"table batch", g->batch.tile, ref::repack_gemm_q4_k});
   }
   expect_grouped_tiles_equal(G::Q4_K, ref::group_rows_q4_k, ref::ungroup_rows_q4_k, cases, {256, 512, 2048});
+}
+
+// The F16 dot products of the kAmdAvx512 order (ggml_vec_dot_f16's 64-element steps and tinyBLAS's 16-lane
+// accumulator) in SIMD against their references, bit for bit, for lengths with and without a tail.
+TEST(QuantVecDot, F16Simd64AndTinyblasEqualTheirReferencesExactly) {
+  const auto [avx2, avx512] = cpu_sets();
+  if (!avx2) GTEST_SKIP() << "no AVX2/F16C";
+  Rng rng;
+  std::vector<std::tuple<const char*, VecDotFn, VecDotFn>> cases = {
+      {"avx2 simd64", avx2::vec_dot_f16_simd64, ref::vec_dot_f16_simd64},
+      {"avx2 tinyBLAS", avx2::dot_f16_tinyblas, ref::dot_f16_tinyblas}};
+  if (avx512) {
+    cases.emplace_back("avx512 simd64", avx512::vec_dot_f16_simd64, ref::vec_dot_f16_simd64);
+    cases.emplace_back("avx512 tinyBLAS", avx512::dot_f16_tinyblas, ref::dot_f16_tinyblas);
+  }
+  for (int64_t n : {16, 48, 63, 64, 80, 128, 200, 2048}) {
+    std::vector<uint16_t> x(n), y(n);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = fp32_to_fp16(rng.normal() * 4);
+      y[i] = fp32_to_fp16(rng.normal());
+    }
+    for (const auto& [name, fast, reference] : cases) {
+      if (reference == ref::dot_f16_tinyblas && n % 16 != 0) continue;
+      float got = 0, want = 0;
+      fast(n, &got, x.data(), y.data());
+      reference(n, &want, x.data(), y.data());
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+          << name << " n=" << n << ": " << got << " vs " << want;
+    }
+  }
 }
 
 // Rows of F16 shorter than the SIMD step are all tail: ggml adds their products one by one in double, in order,

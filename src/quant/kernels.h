@@ -178,6 +178,9 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
   void mad_f16(uint16_t* acc, const uint16_t* v, float s, int64_t n);     \
   void scale_f16(uint16_t* acc, float s, int64_t n);                      \
   TT_ATTEND_F16_DECL(attend_f16);                                         \
+  TT_ATTEND_F16_DECL(attend_f16_simd64);                                  \
+  TT_VEC_DOT_DECL(vec_dot_f16_simd64);                                    \
+  TT_VEC_DOT_DECL(dot_f16_tinyblas);                                      \
   TT_ATTEND_TILED_DECL(attend_tiled);                                     \
   TT_TILE_DECL(tile_q8_0);                                                \
   TT_TILE_DECL(tile_q5_0);                                                \

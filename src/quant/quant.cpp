@@ -393,12 +393,14 @@ struct OpKernels {
   void (*swiglu_row)(const float*, const float*, float*, int64_t);
   void (*rope_rotate)(const float*, float*, const float*, int, bool);
   TT_ATTEND_F16_DECL((*attend_f16));
+  TT_ATTEND_F16_DECL((*attend_f16_simd64));
   TT_ATTEND_TILED_DECL((*attend_tiled));
 };
 #define TT_OP_KERNELS(ns)                                                                                             \
   OpKernels {                                                                                                         \
     .fp16_to_fp32_row = ns::fp16_to_fp32_row, .fp32_to_fp16_row = ns::fp32_to_fp16_row, .swiglu_row = ns::swiglu_row, \
-    .rope_rotate = ns::rope_rotate, .attend_f16 = ns::attend_f16, .attend_tiled = ns::attend_tiled                    \
+    .rope_rotate = ns::rope_rotate, .attend_f16 = ns::attend_f16, .attend_f16_simd64 = ns::attend_f16_simd64,         \
+    .attend_tiled = ns::attend_tiled                                                                                  \
   }
 
 const OpKernels& ops() {
@@ -497,7 +499,7 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
 TT_ATTEND_F16_DECL(attend_f16) { ops().attend_f16(n_queries, q, n_pos, k, v, stride, d, scale, acc, out, partial); }
 TT_ATTEND_TILED_DECL(attend_tiled) { ops().attend_tiled(a); }
 TT_ATTEND_F16_DECL(attend_f16_simd64) {
-  ref::attend_f16_simd64(n_queries, q, n_pos, k, v, stride, d, scale, acc, out, partial);
+  ops().attend_f16_simd64(n_queries, q, n_pos, k, v, stride, d, scale, acc, out, partial);
 }
 
 LlamaCppBuild default_llamacpp_build() {
@@ -513,7 +515,8 @@ const char* llamacpp_build_name(LlamaCppBuild b) {
 const BatchedKernels* batched_for(const QuantKernels& k, int64_t K, int64_t N, LlamaCppBuild build) {
   static const BatchedKernels f16_amd{BatchedKernels::Grouping::kWholeBatch,
                                       [](int64_t k_cols, int64_t) { return k_cols % 16 == 0; },
-                                      DotKernel{ref::vec_dot_f16_simd64}, DotKernel{ref::dot_f16_tinyblas}};
+                                      each_isa(TT_EACH_ISA(vec_dot_f16_simd64))[static_cast<int>(isa())],
+                                      each_isa(TT_EACH_ISA(dot_f16_tinyblas))[static_cast<int>(isa())]};
   if (k.type == GgmlType::F16 && build == LlamaCppBuild::kAmdAvx512) return f16_amd.applies(K, N) ? &f16_amd : nullptr;
   return k.batched_for(K, N);
 }

@@ -119,7 +119,8 @@ const QuantKernels* find_kernels(GgmlType type);
 //     attention's K.Q products summed in double; F16 weights through vec_dot.
 //   kAmdAvx512: on an AMD AVX-512 CPU without them (the MoE and qwen3 records): K.Q as ggml_vec_dot_f16's 64-element
 //     SIMD steps; F16 weights through tinyBLAS in batches and ggml_vec_dot_f16's SIMD steps for one token.
-// The orders are computed by scalar emulation on any CPU, so either build is reproduced anywhere.
+// Both builds are reproduced on any CPU: by SIMD kernels in their orders where the CPU has AVX2, else by the scalar
+// references.
 enum class LlamaCppBuild : uint8_t { kIntelAvx512Fp16, kAmdAvx512 };
 // This CPU's kind: kIntelAvx512Fp16 where it has AVX512-FP16, else kAmdAvx512.
 LlamaCppBuild default_llamacpp_build();
@@ -158,7 +159,7 @@ void vec_dot_rows(const QuantKernels& k, int64_t n, int64_t nrows, float* result
 // Up to kAttendMaxQueries (token, head) queries of flash attention over an F16 cache that share a KV head (see
 // attend.h).
 TT_ATTEND_F16_DECL(attend_f16);
-// The same in the order of kAmdAvx512 (a scalar emulation: ref::attend_f16_simd64).
+// The same in the order of kAmdAvx512 (reference: ref::attend_f16_simd64).
 TT_ATTEND_F16_DECL(attend_f16_simd64);
 // llama.cpp's tiled flash attention, which it runs for batches of kTileRows tokens or more (attend.h).
 TT_ATTEND_TILED_DECL(attend_tiled);

@@ -126,6 +126,31 @@ inline void prefetch_ahead(const void* p, uint64_t bytes) {
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
+// ggml_vec_dot_f16 as llama.cpp's AVX-512 build computes it (LlamaCppBuild::kAmdAvx512): 64-element steps in four
+// 16-lane FMA accumulators (here each two registers), reduced (a0 + a2) + (a1 + a3) and by _mm512_reduce_add_ps's
+// tree (hsum of the halves' sum); the tail, all of it when n < 64, summed in double. ref::vec_dot_f16_simd64 bit for
+// bit. Inlined: attention calls it once per cache position on heads of 64 elements.
+[[gnu::always_inline]] inline float dot_f16_simd64_inline(const uint16_t* x, const uint16_t* y, int64_t n) {
+  const int64_t np = n & ~int64_t{63};
+  double sum = 0.0;
+  if (np > 0) {
+    __m256 acc[4][2];
+    for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < np; i += 64)
+      for (int j = 0; j < 4; ++j)
+        for (int h = 0; h < 2; ++h) {
+          const int64_t e = i + 16 * j + 8 * h;
+          acc[j][h] = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(x + e)), _mm256_cvtph_ps(load128(y + e)), acc[j][h]);
+        }
+    __m256 v[2];
+    for (int h = 0; h < 2; ++h)
+      v[h] = _mm256_add_ps(_mm256_add_ps(acc[0][h], acc[2][h]), _mm256_add_ps(acc[1][h], acc[3][h]));
+    sum = static_cast<double>(hsum(_mm256_add_ps(v[1], v[0])));
+  }
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(h2f(x[i]) * h2f(y[i]));
+  return static_cast<float>(sum);
+}
+
 // acc + sums of 4 adjacent products u[i]*s[i] (u unsigned, s signed bytes) as 8 int32.
 inline __m256i dot_us8_acc(__m256i acc, __m256i u, __m256i s) {
 #if TT_SIMD_VNNI
