@@ -470,7 +470,10 @@ void flash_attn(const Node& n, const ComputeContext& ctx) {
     }
     SoftmaxState* keep = split_cache ? states : nullptr;
     if (f16) {
-      const auto attend_f16_order = ctx.llamacpp_build == LlamaCppBuild::kAmdAvx512 ? attend_f16_simd64 : attend_f16;
+      // Heads under 64 elements take none of ggml_vec_dot_f16's 64-element steps: the whole row is its tail, summed in
+      // double in order, which is attend_f16's K.Q (and its kernels keep short heads in registers).
+      const auto attend_f16_order =
+          ctx.llamacpp_build == LlamaCppBuild::kAmdAvx512 && head_dim >= 64 ? attend_f16_simd64 : attend_f16;
       attend_f16_order(nq, qs, n_pos, k, v, stride, head_dim, n.params.scale, acc16, outs, keep);
     } else {
       std::fill(acc32, acc32 + head_dim, 0.0f);
