@@ -39,7 +39,7 @@ llamacpp=""
 if [ -d "$oracle/node_modules/node-llama-cpp" ]; then
   llamacpp=$("$oracle/build-bench.sh" | tail -1)
 else
-  echo "sitting.sh: $oracle/node_modules missing (cd $oracle && npm install: npm 11 refuses `npm ci` on this lock file, which lists the linux-x64 package alone): llama.cpp's columns left empty" >&2
+  echo "sitting.sh: $oracle/node_modules missing (cd $oracle && npm install: npm 11 refuses npm ci on this lock file, which lists the linux-x64 package alone): llama.cpp's columns left empty" >&2
 fi
 
 log=$(mktemp -d "${TMPDIR:-/tmp}/tt-sitting.XXXXXX")
