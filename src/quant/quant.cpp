@@ -135,17 +135,14 @@ PerIsa<DotKernel> bf16_vec_dot() {
   return out;
 }
 PerIsa<std::optional<BatchedKernels>> bf16_tinyblas() {
-  auto tinyblas = [](DotKernel single, DotKernel batch) {
-    return BatchedKernels{BatchedKernels::Grouping::kWholeBatch,
-                          [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; }, single, batch};
-  };
   const PerIsa<DotKernel> single = bf16_vec_dot();
+  auto batch = from_isa(Isa::kAvx512Bf16, DotKernel{avx2::dot_bf16_tinyblas},
+                        DotKernel{avx512bf16::dot_bf16_tinyblas, avx512bf16::tile_bf16_tinyblas});
+  batch[static_cast<int>(Isa::kScalar)] = DotKernel{ref::dot_bf16_tinyblas};
   PerIsa<std::optional<BatchedKernels>> out;
   for (int i = 0; i < kIsaCount; ++i)
-    out[i] = tinyblas(single[i], i == static_cast<int>(Isa::kScalar) ? DotKernel{ref::dot_bf16_tinyblas}
-                                 : i < static_cast<int>(Isa::kAvx512Bf16)
-                                     ? DotKernel{avx2::dot_bf16_tinyblas}
-                                     : DotKernel{avx512bf16::dot_bf16_tinyblas, avx512bf16::tile_bf16_tinyblas});
+    out[i] = BatchedKernels{BatchedKernels::Grouping::kWholeBatch,
+                            [](int64_t k, int64_t n) { return k % 32 == 0 && n % 4 == 0; }, single[i], batch[i]};
   return out;
 }
 
@@ -174,9 +171,9 @@ PerIsa<std::optional<RowGroups>> q4_1_row_groups() {
                                             RowGroups{ref::group_rows_q4_1, kernel, kernel});
 }
 
-// Q4_K rows in groups of 16 on AVX2, whose gemv reads 8 file-order rows at a quarter of the groups' rate
-// (docs/performance.md), and where the repacked gemm runs on AMX tiles (kAmxExact and up): the gemv on AVX-512, the
-// gemm on tiles that load the groups' parts as B tiles.
+// Q4_K rows in groups of 16 on AVX2 (the groups' gemv computes and streams about 1.5x the file order's, their gemm
+// needs no reduction: docs/performance.md), and where the repacked gemm runs on AMX tiles (kAmxExact and up): the
+// gemv on AVX-512, the gemm on tiles that load the groups' parts as B tiles.
 PerIsa<std::optional<RowGroups>> q4_k_row_groups() {
   PerIsa<std::optional<RowGroups>> out;
   out[static_cast<int>(Isa::kAvx2)] =
