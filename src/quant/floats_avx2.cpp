@@ -47,7 +47,7 @@ namespace {
 // VDPBF16PS's 16 float lanes as two AVX2 registers: lanes 0..7 (elements 0..15 of a 32-element step), 8..15.
 struct Bf16Lanes {
   __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-  float reduce() const { return hsum(_mm256_add_ps(hi, lo)); }  // _mm512_reduce_add_ps's tree (reduce_add_16_x86)
+  float reduce() const { return reduce_add_16(lo, hi); }
 };
 
 // BF16 values (in the top halves of 32-bit lanes) as floats, denormals read as +0, as the instruction reads them.

@@ -39,6 +39,9 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// _mm512_reduce_add_ps's tree over 16 lanes held as two registers (lanes 0-7, 8-15): ref's reduce_add_16_x86.
+inline float reduce_add_16(__m256 lo, __m256 hi) { return hsum(_mm256_add_ps(hi, lo)); }
+
 // ggml's AVX-512 ggml_v_expf (ggml-cpu/vec.h) on 8 lanes, lane for lane: the same FMAs and constants, its
 // _mm512_scalef_ps as two exact power-of-two multiplies.
 inline __m256 ggml_v_expf(__m256 x) {
@@ -145,7 +148,7 @@ inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const
     __m256 v[2];
     for (int h = 0; h < 2; ++h)
       v[h] = _mm256_add_ps(_mm256_add_ps(acc[0][h], acc[2][h]), _mm256_add_ps(acc[1][h], acc[3][h]));
-    sum = static_cast<double>(hsum(_mm256_add_ps(v[1], v[0])));
+    sum = static_cast<double>(reduce_add_16(v[0], v[1]));
   }
   for (int64_t i = np; i < n; ++i) sum += static_cast<double>(h2f(x[i]) * h2f(y[i]));
   return static_cast<float>(sum);
