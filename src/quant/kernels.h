@@ -184,6 +184,8 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
   TT_ATTEND_TILED_DECL(attend_tiled);                                     \
   TT_TILE_DECL(tile_q8_0);                                                \
   TT_TILE_DECL(tile_q5_0);                                                \
+  TT_TILE_DECL(tile_q4_1);                                                \
+  TT_TILE_DECL(tile_q5_1);                                                \
   TT_TILE_DECL(tile_q6_k);                                                \
   TT_TILE_DECL(tile_repack_q4_0);                                         \
   TT_TILE_DECL(tile_repack_iq4_nl);                                       \
@@ -202,8 +204,6 @@ TT_TILE_DECL(tile_q4_k_rows16_gemm);  // ref::tile_q4_k_rows16_gemm
 }  // namespace avx2
 namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
 TT_FAST_KERNELS_DECL;
-TT_TILE_DECL(tile_q4_1);         // vec_dot_q4_1 per (row, token)
-TT_TILE_DECL(tile_q5_1);         // vec_dot_q5_1 per (row, token)
 TT_TILE_DECL(tile_f16);          // vec_dot_f16 per (row, token)
 TT_TILE_DECL(tile_q8_0_rows16);  // ref::tile_q8_0_rows16: rows in groups of 16 (RowGroups)
 TT_TILE_DECL(tile_q4_1_rows16);  // ref::tile_q4_1_rows16
