@@ -354,7 +354,7 @@ const std::array<Entry, kTypes>& entries() {
        .dequantize_row = ref::dequantize_iq4_xs,
        .quantize_row = ref::quantize_iq4_xs,
        .vec_dot_ref = ref::vec_dot_iq4_xs,
-       .vec_dot = amx_tile(each_isa(TT_EACH_ISA(vec_dot_iq4_xs)), amx::tile_iq4_xs)},
+       .vec_dot = amx_tile(each_isa(TT_EACH_ISA(vec_dot_iq4_xs), TT_SIMD(tile_iq4_xs)), amx::tile_iq4_xs)},
   }};
   return table;
 }
