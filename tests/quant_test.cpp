@@ -1545,6 +1545,61 @@ TEST(QuantVecDot, Bf16Avx2EmulationsEqualTheScalarOnesExactly) {
   EXPECT_GT(flushed, 0);
 }
 
+// The AVX2 BF16 tiles take FMAs where the operands' exponents make them exact (fma_exact in floats_avx2.cpp), the
+// emulation elsewhere: both orders' tiles against the scalar emulations, bit for bit, on operands whose smallest
+// exponents sit either side of the bound (products and sums near 2^-126, cancelling pairs) and whose largest ones
+// either side of overflow.
+TEST(QuantVecDot, Bf16Avx2TilesEqualTheScalarOrdersExactly) {
+  if (!cpu_sets().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  Rng rng;
+  // Values 2^(base .. base + 8) with random signs and mantissas, one in ten zero; every other odd element nearly
+  // cancels its even neighbour (one unit of the mantissa apart).
+  auto values = [&](int64_t n, int base) {
+    std::vector<uint16_t> v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = (rng.integer(0, 1) ? -1.0f : 1.0f) * (1.0f + rng.integer(0, 127) / 128.0f);
+      v[i] = rng.integer(0, 9) == 0 ? 0 : fp32_to_bf16(std::ldexp(f, base + rng.integer(0, 8)));
+      if (i % 4 == 1 && v[i - 1] != 0) v[i] = static_cast<uint16_t>((v[i - 1] ^ 0x8000) + rng.integer(0, 1));
+    }
+    return v;
+  };
+  // The test's own account of the bound, to show both sides were exercised.
+  auto exponents = [](const std::vector<uint16_t>& v, int& lo, int& hi) {
+    for (uint16_t h : v)
+      if ((h & 0x7FFF) != 0) lo = std::min(lo, (h >> 7) & 0xFF), hi = std::max(hi, (h >> 7) & 0xFF);
+  };
+  int fused = 0, emulated = 0;
+  for (int rep = 0; rep < 120; ++rep) {
+    const bool high = rep % 3 == 2;  // near overflow, else near the denormals
+    const int bx = high ? rng.integer(50, 64) : rng.integer(-72, -40);
+    const int by = high ? rng.integer(50, 64) : rng.integer(-72, -40);
+    const int64_t nr = rng.integer(1, 5), nt = rng.integer(1, 5), n = 32 * rng.integer(1, 6), pad = 3;
+    const uint64_t row = (n + pad) * sizeof(uint16_t);
+    std::vector<uint16_t> x, y;
+    int xlo = 255, xhi = 0, ylo = 255, yhi = 0;
+    for (int64_t r = 0; r < nr; ++r) {
+      const auto v = values(n + pad, bx);
+      exponents(std::vector<uint16_t>(v.begin(), v.begin() + n), xlo, xhi);
+      x.insert(x.end(), v.begin(), v.end());
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto v = values(n + pad, by);
+      exponents(std::vector<uint16_t>(v.begin(), v.begin() + n), ylo, yhi);
+      y.insert(y.end(), v.begin(), v.end());
+    }
+    (xlo >= 1 && ylo >= 1 && xlo + ylo >= 142 && xhi + yhi <= 380 ? fused : emulated) += 1;
+    expect_tile_equals_dots(avx2::tile_bf16_tinyblas, ref::dot_bf16_tinyblas, n, nr, nt, x.data(), row, y.data(), row,
+                            2, "tinyBLAS tile");
+    if (HasFatalFailure()) return;
+    // ggml_vec_dot_bf16's order, with a tail after its 64-element steps.
+    expect_tile_equals_dots(avx2::tile_bf16_dp, ref::vec_dot_bf16_avx512bf16, n + pad, nr, nt, x.data(), row,
+                            y.data(), row, 2, "vec_dot tile");
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(fused, 10);
+  EXPECT_GT(emulated, 10);
+}
+
 // The VDPBF16PS kernels against their scalar emulations, bit for bit: ggml_vec_dot_bf16 (any n: 64-element steps and a
 // tail), tinyBLAS's dot and its tiles (ragged rows and tokens, strided rows, every block shape up to 4 x 4).
 TEST(QuantVecDot, Bf16KernelsEqualTheirEmulationsExactly) {

@@ -3,7 +3,9 @@
 // orders on VDPBF16PS emulated (references: ref::vec_dot_bf16_avx512bf16, ref::dot_bf16_tinyblas).
 #define TT_SIMD_NS avx2
 #define TT_SIMD_VNNI 0
+#include <algorithm>
 #include <cfloat>
+#include <vector>
 
 #include "core/error.h"
 #include "quant/floats_x86.inc"
@@ -75,30 +77,183 @@ inline void dpbf16(Bf16Lanes& acc, const uint16_t* x, const uint16_t* y) {
     c = add_product_ftz(c, bf16_daz(_mm256_slli_epi32(a, 16)), bf16_daz(_mm256_slli_epi32(b, 16)));
   }
 }
-}  // namespace
 
-void vec_dot_bf16_dp(int64_t n, float* result, const void* vx, const void* vy) {
-  const uint16_t* x = static_cast<const uint16_t*>(vx);
-  const uint16_t* y = static_cast<const uint16_t*>(vy);
+// Where FMAs give the instruction's sums bit for bit. A BF16 value is an integer times 2^(E - 134), E its biased
+// exponent, so every product, and every sum of products, is a multiple of 2^(Ex + Ey - 268) for the smallest
+// exponents of the non-zero values of the two operands. Where that is at least 2^-126 (Ex + Ey >= 142), no input,
+// product or sum is denormal (nothing to flush), and a product's 16 significant bits fit a float exactly: rounding
+// it before the add (the instruction) or not (an FMA) gives the same sum. Largest exponents whose product stays
+// below 2^128 (Ex + Ey <= 380) keep the products finite; inf and NaN take the emulation.
+struct Bf16Span {
+  uint16_t min_minus1 = 0xFFFF;  // the smallest non-zero magnitude minus 1 (0xFFFF: every value is zero)
+  uint16_t max = 0;              // the largest magnitude
+};
+Bf16Span merge(Bf16Span a, Bf16Span b) { return {std::min(a.min_minus1, b.min_minus1), std::max(a.max, b.max)}; }
+
+// Bf16Span over 16-bit lanes, as the values stream by.
+struct Bf16SpanLanes {
+  __m256i lo = _mm256_set1_epi16(-1), hi = _mm256_setzero_si256();
+  void add(__m256i v) {
+    const __m256i m = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
+    lo = _mm256_min_epu16(lo, _mm256_sub_epi16(m, _mm256_set1_epi16(1)));  // zero wraps to 0xFFFF
+    hi = _mm256_max_epu16(hi, m);
+  }
+  Bf16Span reduce() const {
+    const __m128i lo8 = _mm_min_epu16(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+    const __m128i hi8 = _mm_max_epu16(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+    const __m128i ones = _mm_set1_epi16(-1);
+    return {static_cast<uint16_t>(_mm_cvtsi128_si32(_mm_minpos_epu16(lo8))),
+            static_cast<uint16_t>(~_mm_cvtsi128_si32(_mm_minpos_epu16(_mm_xor_si128(hi8, ones))))};
+  }
+};
+
+// The span of n values; lanes holds the ones before i0 (already seen).
+Bf16Span bf16_span(const uint16_t* v, int64_t n, Bf16SpanLanes lanes = {}, int64_t i0 = 0) {
+  int64_t i = i0;
+  for (; i + 16 <= n; i += 16) lanes.add(load256(v + i));
+  Bf16Span span = lanes.reduce();
+  for (; i < n; ++i) {
+    const uint16_t m = v[i] & 0x7FFF;
+    span = merge(span, {static_cast<uint16_t>(m - 1), m});
+  }
+  return span;
+}
+
+bool fma_exact(Bf16Span x, Bf16Span y) {
+  constexpr uint16_t kInf = 0x7F80;
+  if (x.max >= kInf || y.max >= kInf) return false;
+  if (x.min_minus1 == 0xFFFF || y.min_minus1 == 0xFFFF) return true;  // every product is zero
+  const int ex = (x.min_minus1 + 1) >> 7, ey = (y.min_minus1 + 1) >> 7;
+  return ex >= 1 && ey >= 1 && ex + ey >= 142 && (x.max >> 7) + (y.max >> 7) <= 380;
+}
+
+// A 32-element step's operand as the instruction pairs it: per half, the odd elements' and the even elements'
+// floats in each 32-bit lane.
+struct Bf16Step {
+  __m256 odd[2], even[2];
+};
+inline Bf16Step bf16_step(const uint16_t* v, Bf16SpanLanes* span = nullptr) {
+  Bf16Step s;
+  for (int h = 0; h < 2; ++h) {
+    const __m256i a = load256(v + 16 * h);
+    if (span) span->add(a);
+    s.odd[h] = _mm256_castsi256_ps(_mm256_and_si256(a, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    s.even[h] = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
+  }
+  return s;
+}
+// dpbf16 where fma_exact holds: the same lanes and order, each product fused with its sum.
+inline void dpbf16_fma(Bf16Lanes& acc, const Bf16Step& x, const Bf16Step& y) {
+  acc.lo = _mm256_fmadd_ps(x.even[0], y.even[0], _mm256_fmadd_ps(x.odd[0], y.odd[0], acc.lo));
+  acc.hi = _mm256_fmadd_ps(x.even[1], y.even[1], _mm256_fmadd_ps(x.odd[1], y.odd[1], acc.hi));
+}
+
+// ggml_vec_dot_bf16's order: two accumulators over alternate 32-element steps, the tail in double. The FMAs (kFused)
+// also give x's span, for the caller to check them with (a row streams once).
+template <bool kFused>
+float dot_bf16_dp(int64_t n, const uint16_t* x, const uint16_t* y, Bf16Span* x_span = nullptr) {
   Bf16Lanes c1, c2;
+  Bf16SpanLanes span;
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
-    dpbf16(c1, x + i, y + i);
-    dpbf16(c2, x + i + 32, y + i + 32);
+    if constexpr (kFused) {
+      dpbf16_fma(c1, bf16_step(x + i, &span), bf16_step(y + i));
+      dpbf16_fma(c2, bf16_step(x + i + 32, &span), bf16_step(y + i + 32));
+    } else {
+      dpbf16(c1, x + i, y + i);
+      dpbf16(c2, x + i + 32, y + i + 32);
+    }
   }
+  if constexpr (kFused) *x_span = bf16_span(x, n, span, i);
   double sum = static_cast<double>(c1.reduce());
   sum += static_cast<double>(c2.reduce());
   for (; i < n; ++i) sum += static_cast<double>(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
-  *result = static_cast<float>(sum);
+  return static_cast<float>(sum);
 }
 
-void dot_bf16_tinyblas(int64_t n, float* result, const void* vx, const void* vy) {
-  TT_CHECK(n % 32 == 0, "dot_bf16_tinyblas: n = {} is not a multiple of 32", n);
-  const uint16_t* x = static_cast<const uint16_t*>(vx);
-  const uint16_t* y = static_cast<const uint16_t*>(vy);
-  Bf16Lanes acc;
-  for (int64_t i = 0; i < n; i += 32) dpbf16(acc, x + i, y + i);
-  *result = acc.reduce();
+// tinyBLAS's order over kRows rows x kTokens tokens: one accumulator per output over 32-element steps, one reduction.
+template <int kRows, int kTokens>
+void tinyblas_fma_block(int64_t n, const uint8_t* x, uint64_t x_row, const uint8_t* y, uint64_t y_row, float* out,
+                        int64_t ldo) {
+  Bf16Lanes acc[kRows][kTokens];
+  for (int64_t k = 0; k < n; k += 32) {
+    Bf16Step a[kRows];
+    for (int r = 0; r < kRows; ++r) a[r] = bf16_step(reinterpret_cast<const uint16_t*>(x + r * x_row) + k);
+    for (int t = 0; t < kTokens; ++t) {
+      const Bf16Step b = bf16_step(reinterpret_cast<const uint16_t*>(y + t * y_row) + k);
+      for (int r = 0; r < kRows; ++r) dpbf16_fma(acc[r][t], a[r], b);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int t = 0; t < kTokens; ++t) out[t * ldo + r] = acc[r][t].reduce();
+}
+using BlockFn = void (*)(int64_t, const uint8_t*, uint64_t, const uint8_t*, uint64_t, float*, int64_t);
+constexpr int kBlockRows = 2, kBlockTokens = 2;
+constexpr BlockFn kFmaBlocks[kBlockRows][kBlockTokens] = {{tinyblas_fma_block<1, 1>, tinyblas_fma_block<1, 2>},
+                                                          {tinyblas_fma_block<2, 1>, tinyblas_fma_block<2, 2>}};
+
+std::vector<Bf16Span> token_spans(int64_t n, int64_t nt, const uint8_t* y, uint64_t y_row) {
+  std::vector<Bf16Span> spans(nt);
+  for (int64_t t = 0; t < nt; ++t) spans[t] = bf16_span(reinterpret_cast<const uint16_t*>(y + t * y_row), n);
+  return spans;
+}
+}  // namespace
+
+void vec_dot_bf16_dp(int64_t n, float* result, const void* x, const void* y) {
+  tile_bf16_dp(n, 1, 1, x, 0, y, 0, result, 0);
+}
+
+// Each token's span read once, each row's as its first product streams it; a (row, token) whose spans fma_exact
+// allows keeps the FMAs' result, the others take the emulation.
+TT_TILE_DECL(tile_bf16_dp) {
+  const auto* xb = static_cast<const uint8_t*>(x);
+  const auto* yb = static_cast<const uint8_t*>(y);
+  const std::vector<Bf16Span> tokens = token_spans(n, nt, yb, y_row);
+  for (int64_t r = 0; r < nr; ++r) {
+    const auto* xr = reinterpret_cast<const uint16_t*>(xb + r * x_row);
+    Bf16Span row;
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto* yt = reinterpret_cast<const uint16_t*>(yb + t * y_row);
+      float& o = out[t * ldo + r];
+      o = dot_bf16_dp<true>(n, xr, yt, &row);
+      if (!fma_exact(row, tokens[t])) o = dot_bf16_dp<false>(n, xr, yt);
+    }
+  }
+}
+
+void dot_bf16_tinyblas(int64_t n, float* result, const void* x, const void* y) {
+  tile_bf16_tinyblas(n, 1, 1, x, 0, y, 0, result, 0);
+}
+
+// Blocks of 2 rows x 2 tokens through the FMAs where their spans allow, else the emulation per output.
+TT_TILE_DECL(tile_bf16_tinyblas) {
+  TT_CHECK(n % 32 == 0, "tile_bf16_tinyblas: n = {} is not a multiple of 32", n);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  const auto* yb = static_cast<const uint8_t*>(y);
+  const std::vector<Bf16Span> tokens = token_spans(n, nt, yb, y_row);
+  for (int64_t r = 0; r < nr; r += kBlockRows) {
+    const int64_t rows = std::min<int64_t>(kBlockRows, nr - r);
+    Bf16Span row_span;
+    for (int64_t i = 0; i < rows; ++i)
+      row_span = merge(row_span, bf16_span(reinterpret_cast<const uint16_t*>(xb + (r + i) * x_row), n));
+    for (int64_t t = 0; t < nt; t += kBlockTokens) {
+      const int64_t cols = std::min<int64_t>(kBlockTokens, nt - t);
+      Bf16Span token_span;
+      for (int64_t j = 0; j < cols; ++j) token_span = merge(token_span, tokens[t + j]);
+      if (fma_exact(row_span, token_span)) {
+        kFmaBlocks[rows - 1][cols - 1](n, xb + r * x_row, x_row, yb + t * y_row, y_row, out + t * ldo + r, ldo);
+        continue;
+      }
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          const auto* xr = reinterpret_cast<const uint16_t*>(xb + (r + i) * x_row);
+          const auto* yt = reinterpret_cast<const uint16_t*>(yb + (t + j) * y_row);
+          Bf16Lanes acc;
+          for (int64_t k = 0; k < n; k += 32) dpbf16(acc, xr + k, yt + k);
+          out[(t + j) * ldo + r + i] = acc.reduce();
+        }
+    }
+  }
 }
 
 }  // namespace tt::avx2

@@ -130,13 +130,14 @@ PerIsa<DotKernel> amx_tile(PerIsa<DotKernel> kernels, TileFn tile) {
 // batches through tinyBLAS (K in whole 32-element steps, N in groups of 4). The instruction where the CPU has it,
 // its emulation elsewhere.
 PerIsa<DotKernel> bf16_vec_dot() {
-  auto out = from_isa(Isa::kAvx512Bf16, DotKernel{avx2::vec_dot_bf16_dp}, DotKernel{avx512bf16::vec_dot_bf16});
+  auto out = from_isa(Isa::kAvx512Bf16, DotKernel{avx2::vec_dot_bf16_dp, avx2::tile_bf16_dp},
+                      DotKernel{avx512bf16::vec_dot_bf16});
   out[static_cast<int>(Isa::kScalar)] = DotKernel{ref::vec_dot_bf16_avx512bf16};
   return out;
 }
 PerIsa<std::optional<BatchedKernels>> bf16_tinyblas() {
   const PerIsa<DotKernel> single = bf16_vec_dot();
-  auto batch = from_isa(Isa::kAvx512Bf16, DotKernel{avx2::dot_bf16_tinyblas},
+  auto batch = from_isa(Isa::kAvx512Bf16, DotKernel{avx2::dot_bf16_tinyblas, avx2::tile_bf16_tinyblas},
                         DotKernel{avx512bf16::dot_bf16_tinyblas, avx512bf16::tile_bf16_tinyblas});
   batch[static_cast<int>(Isa::kScalar)] = DotKernel{ref::dot_bf16_tinyblas};
   PerIsa<std::optional<BatchedKernels>> out;
