@@ -5,6 +5,7 @@
 #define TT_SIMD_VNNI 0
 #include <algorithm>
 #include <cfloat>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -43,6 +44,54 @@ void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
   double sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
   for (; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
   *result = static_cast<float>(sum);
+}
+
+namespace {
+// vec_dot_f16 for 4 rows of fewer than 32 elements, all of them vec_dot_f16's tail (each product rounded to float,
+// then added in double in element order, from the +0 of the empty accumulators): the rows' products transposed so
+// each double lane holds one row's sum. An output matrix of 32,000 rows of 8 otherwise costs a call per row.
+void f16_short_rows4(int64_t n, const uint16_t* const x[4], const uint16_t* y, float* out) {
+  __m256d sum = _mm256_setzero_pd();
+  for (int64_t i0 = 0; i0 < n; i0 += 8) {
+    const int64_t m = std::min<int64_t>(8, n - i0);
+    auto halves = [&](const uint16_t* v) {
+      if (m == 8) return load128(v + i0);
+      alignas(16) uint16_t part[8] = {};
+      std::memcpy(part, v + i0, m * sizeof(uint16_t));
+      return load128(part);
+    };
+    const __m256 yv = _mm256_cvtph_ps(halves(y));
+    __m256 p[4];
+    for (int r = 0; r < 4; ++r) p[r] = _mm256_mul_ps(_mm256_cvtph_ps(halves(x[r])), yv);
+    for (int h = 0; h < 2 && 4 * h < m; ++h) {
+      __m128 e[4];
+      for (int r = 0; r < 4; ++r) e[r] = h == 0 ? _mm256_castps256_ps128(p[r]) : _mm256_extractf128_ps(p[r], 1);
+      _MM_TRANSPOSE4_PS(e[0], e[1], e[2], e[3]);  // e[k]: element 4h + k of the 4 rows
+      for (int k = 0; k < 4 && 4 * h + k < m; ++k) sum = _mm256_add_pd(sum, _mm256_cvtps_pd(e[k]));
+    }
+  }
+  _mm_storeu_ps(out, _mm256_cvtpd_ps(sum));
+}
+}  // namespace
+
+// vec_dot_f16 per (row, token); rows shorter than a 32-element step 4 at a time (f16_short_rows4).
+TT_TILE_DECL(tile_f16) {
+  const auto* xb = static_cast<const uint8_t*>(x);
+  const auto* yb = static_cast<const uint8_t*>(y);
+  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(xb + r * x_row); };
+  for (int64_t t = 0; t < nt; ++t) {
+    const auto* yt = reinterpret_cast<const uint16_t*>(yb + t * y_row);
+    int64_t r = 0;
+    if (n < 32) {
+      alignas(16) float four[4];
+      for (; r + 4 <= nr; r += 4) {
+        const uint16_t* rows[4] = {row(r), row(r + 1), row(r + 2), row(r + 3)};
+        f16_short_rows4(n, rows, yt, four);
+        for (int k = 0; k < 4; ++k) out[t * ldo + r + k] = four[k];
+      }
+    }
+    for (; r < nr; ++r) vec_dot_f16(n, out + t * ldo + r, row(r), yt);
+  }
 }
 
 namespace {

@@ -218,7 +218,7 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot_ref = ref::vec_dot_f16,
        .quantize_activations =
            each_isa(ref::quantize_f16, to_halves<avx2::fp32_to_fp16_row>, to_halves<avx512::fp32_to_fp16_row>),
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_f16), nullptr, avx512::tile_f16)},
+       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_f16), TT_SIMD(tile_f16))},
       // BF16 in llama.cpp's VDPBF16PS orders on every CPU (bf16_tinyblas).
       {.type = G::BF16,
        .vec_dot_type = G::BF16,
