@@ -571,6 +571,9 @@ bool shares_converted_input(const Node& previous, const Node& node) {
   return a && b && a->vec_dot_type == b->vec_dot_type && a->vec_dot_type != GgmlType::F32;
 }
 
+// One attention position's softmax step, in multiply-adds.
+constexpr uint64_t kAttendPositionWork = 64;
+
 uint64_t node_work(const Node& n) {
   uint64_t work = n.write.length;
   for (const ByteRange& r : n.reads) work += r.length;
@@ -583,9 +586,11 @@ uint64_t node_work(const Node& n) {
     work += static_cast<uint64_t>(w.ne[0]) * static_cast<uint64_t>(w.ne[1]) * pairs +
             w.row_size() * static_cast<uint64_t>(w.ne[1]) * std::min<uint64_t>(pairs, w.ne[2]);
   } else if (n.op == OpKind::FLASH_ATTN_EXT) {
+    // Each (query, position) also pays the online softmax's exp and rescale, whatever the head's length
+    // (kAttendPositionWork).
     const Tensor& q = n.src[0]->storage();  // [head_dim, n_heads, n_tokens]
-    work += 2 * static_cast<uint64_t>(q.ne[0]) * static_cast<uint64_t>(q.ne[1]) * static_cast<uint64_t>(q.ne[2]) *
-            static_cast<uint64_t>(n.params.n_kv);
+    work += (2 * static_cast<uint64_t>(q.ne[0]) + kAttendPositionWork) * static_cast<uint64_t>(q.ne[1]) *
+            static_cast<uint64_t>(q.ne[2]) * static_cast<uint64_t>(n.params.n_kv);
   }
   return work;
 }
