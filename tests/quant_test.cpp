@@ -697,10 +697,11 @@ void expect_tile_equals_dots(const TileCall& tile, VecDotFn dot, int64_t n, int6
 TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
   Rng rng;
   int tiles_seen = 0;
-  for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q6_K, G::IQ4_XS, G::Q8_0, G::Q5_0, G::Q4_1, G::Q5_1, G::F16}) {
+  for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q6_K, G::IQ4_XS, G::Q8_0, G::Q5_0, G::Q4_1, G::Q5_1, G::F16, G::F32}) {
     const QuantKernels* k = find_kernels(type);
-    // F16 rows also shorter than a SIMD step (a model of width 8) and with a tail after the steps.
-    for (int64_t n : type == G::F16 ? std::vector<int64_t>{8, 15, 72, 2048} : std::vector<int64_t>{256, 768, 2048}) {
+    // F16 and F32 rows also shorter than a SIMD step (a model of width 8) and with a tail after the steps.
+    for (int64_t n : type == G::F16 || type == G::F32 ? std::vector<int64_t>{8, 15, 72, 2048}
+                                                      : std::vector<int64_t>{256, 768, 2048}) {
       const BatchedKernels* batched = k->batched_for(n, 64);
       std::vector<DotKernel> dots = {k->vec_dot};
       if (batched) dots = {batched->single, batched->batch};
@@ -1592,8 +1593,8 @@ TEST(QuantVecDot, Bf16Avx2TilesEqualTheScalarOrdersExactly) {
                             2, "tinyBLAS tile");
     if (HasFatalFailure()) return;
     // ggml_vec_dot_bf16's order, with a tail after its 64-element steps.
-    expect_tile_equals_dots(avx2::tile_bf16_dp, ref::vec_dot_bf16_avx512bf16, n + pad, nr, nt, x.data(), row,
-                            y.data(), row, 2, "vec_dot tile");
+    expect_tile_equals_dots(avx2::tile_bf16_dp, ref::vec_dot_bf16_avx512bf16, n + pad, nr, nt, x.data(), row, y.data(),
+                            row, 2, "vec_dot tile");
     if (HasFatalFailure()) return;
   }
   EXPECT_GT(fused, 10);

@@ -201,6 +201,7 @@ TT_FAST_KERNELS_DECL;
 // llama.cpp's BF16 orders on VDPBF16PS, emulated (the records' llama.cpp builds had the instruction).
 TT_VEC_DOT_DECL(vec_dot_bf16_dp);     // ref::vec_dot_bf16_avx512bf16
 TT_VEC_DOT_DECL(dot_bf16_tinyblas);   // ref::dot_bf16_tinyblas
+TT_TILE_DECL(tile_f32);               // vec_dot_f32 per (row, token)
 TT_TILE_DECL(tile_f16);               // vec_dot_f16 per (row, token)
 TT_TILE_DECL(tile_bf16_dp);           // ref::vec_dot_bf16_avx512bf16 per (row, token)
 TT_TILE_DECL(tile_bf16_tinyblas);     // ref::dot_bf16_tinyblas per (row, token)

@@ -208,7 +208,7 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_f32,
        .vec_dot_ref = ref::vec_dot_f32,
        .quantize_activations = each_isa(ref::quantize_f32, ref::quantize_f32, ref::quantize_f32),
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_f32))},
+       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_f32), avx2::tile_f32)},
       {.type = G::F16,
        .vec_dot_type = G::F16,
        .block_size = 1,
