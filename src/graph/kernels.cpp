@@ -239,8 +239,8 @@ const DotKernel& mul_mat_id_dot(const QuantKernels& k, const Tensor& w, LlamaCpp
 }
 
 // Which (token, slot) pairs chose each expert, grouped by expert (as ggml's mul_mat_id): start[n_expert + 1]
-// (prefix offsets), then the pairs t * k + s in token order, then n_expert running positions. In thread_scratch
-// (mul_mat_id_scratch_ints).
+// (prefix offsets), then the pairs t * k + s in token order, then n_expert running positions. At the start of
+// thread_scratch (expert_scratch).
 struct ExpertGroups {
   const int32_t* start;   // [n_expert + 1]
   const int32_t* pairs;   // [k * n_tokens]
@@ -266,6 +266,22 @@ ExpertGroups group_by_expert(const Tensor& ids, int64_t n_expert, int32_t* mem) 
   for (int64_t e = 0; e < n_expert; ++e)
     if (start[e + 1] > start[e]) active[n_active++] = static_cast<int32_t>(e);
   return {start, pairs, active, n_active};
+}
+
+// MUL_MAT_ID's thread scratch: group_by_expert's arrays, then one expert's tokens' activation rows side by side (at
+// most one a token) and a tile's outputs for them.
+struct ExpertScratch {
+  size_t rows_offset, out_offset, bytes;
+};
+ExpertScratch expert_scratch(const Node& n) {
+  const Tensor& x = *n.src[1];
+  const Tensor& ids = *n.src[2];
+  const uint64_t y_row = converted_row_bytes(n) > 0 ? converted_row_bytes(n) : x.row_size();
+  const uint64_t tokens = static_cast<uint64_t>(ids.ne[1]);
+  const size_t groups = static_cast<size_t>(2 * n.src[0]->ne[2] + 1 + ids.n_elements()) * sizeof(int32_t);
+  const size_t rows_offset = (groups + 63) / 64 * 64;
+  const size_t out_offset = rows_offset + (tokens * y_row + 63) / 64 * 64;
+  return {rows_offset, out_offset, out_offset + tokens * kRowGroup * sizeof(float)};
 }
 
 // out[:, s, t] = W_e x[:, s % x_slots, t] with e = ids[s, t]. Activations are converted once (shared scratch);
@@ -295,6 +311,14 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
   constexpr int64_t kRowTile = kRowGroup;
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;
   float* dst = n.out->as<float>();
+  auto token_row = [&](int32_t pair) { return y + (pair / slots * x_slots + pair % slots % x_slots) * y_row; };
+  // An expert's tokens' rows gathered side by side (once per expert and thread), so a unit is one tile call over all
+  // of them; a lone token, or an expert chosen more than once by a token (more pairs than tokens), goes pair by pair.
+  const ExpertScratch layout = expert_scratch(n);
+  uint8_t* rows = ctx.thread_scratch + layout.rows_offset;
+  float* tile_out = reinterpret_cast<float*>(ctx.thread_scratch + layout.out_offset);
+  const int64_t n_tokens = ids.ne[1];
+  int64_t gathered = -1;  // the expert whose rows `rows` holds
   // Units in shrinking chunks, as mul_mat's tiles: a unit of one token is a microsecond's work, and a claim from the
   // shared counter per unit cost as much in a small model's generation (the counter's line moving between cores).
   const int64_t units = groups.n_active * tiles;
@@ -302,11 +326,20 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t e = groups.active[unit / tiles], r0 = unit % tiles * kRowTile, r1 = std::min(N, r0 + kRowTile);
       const uint8_t* we = w.data + static_cast<uint64_t>(e) * slab + r0 * w_row;
-      for (int32_t p = groups.start[e]; p < groups.start[e + 1]; ++p) {
-        const int64_t pair = groups.pairs[p], t = pair / slots, s = pair % slots;
-        const uint8_t* yr = y + (t * x_slots + s % x_slots) * y_row;
-        dot.run_tile(K, r1 - r0, 1, we, w_row, yr, y_row, dst + pair * N + r0, N);
+      const int32_t* pairs = groups.pairs + groups.start[e];
+      const int64_t m = groups.start[e + 1] - groups.start[e];
+      if (m == 1 || m > n_tokens) {
+        for (int64_t j = 0; j < m; ++j)
+          dot.run_tile(K, r1 - r0, 1, we, w_row, token_row(pairs[j]), y_row, dst + pairs[j] * N + r0, N);
+        continue;
       }
+      if (gathered != e) {
+        for (int64_t j = 0; j < m; ++j) std::memcpy(rows + j * y_row, token_row(pairs[j]), y_row);
+        gathered = e;
+      }
+      dot.run_tile(K, r1 - r0, m, we, w_row, rows, y_row, tile_out, r1 - r0);
+      for (int64_t j = 0; j < m; ++j)
+        std::memcpy(dst + pairs[j] * N + r0, tile_out + j * (r1 - r0), (r1 - r0) * sizeof(float));
     }
   });
 }
@@ -550,8 +583,8 @@ size_t thread_scratch_bytes(const Node& node) {
       return static_cast<size_t>(node.params.rope.n_dims) * sizeof(float);
     case OpKind::TOP_K:
       return static_cast<size_t>(node.src[0]->ne[0]) * sizeof(int32_t);
-    case OpKind::MUL_MAT_ID:  // group_by_expert: offsets, pairs and running positions
-      return static_cast<size_t>(2 * node.src[0]->ne[2] + 1 + node.src[2]->n_elements()) * sizeof(int32_t);
+    case OpKind::MUL_MAT_ID:
+      return expert_scratch(node).bytes;
     case OpKind::FLASH_ATTN_EXT: {
       const int64_t head_dim = node.src[0]->storage().ne[0];
       if (node.params.tiled_tokens > 0)
