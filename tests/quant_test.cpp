@@ -697,7 +697,8 @@ void expect_tile_equals_dots(const TileCall& tile, VecDotFn dot, int64_t n, int6
 TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
   Rng rng;
   int tiles_seen = 0;
-  for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q6_K, G::IQ4_XS, G::Q8_0, G::Q5_0, G::Q4_1, G::Q5_1, G::F16, G::F32}) {
+  for (G type : {G::Q4_K, G::Q4_0, G::IQ4_NL, G::Q3_K, G::Q5_K, G::Q6_K, G::IQ4_XS, G::Q8_0, G::Q5_0, G::Q4_1, G::Q5_1,
+                 G::F16, G::F32}) {
     const QuantKernels* k = find_kernels(type);
     // F16 and F32 rows also shorter than a SIMD step (a model of width 8) and with a tail after the steps.
     for (int64_t n : type == G::F16 || type == G::F32 ? std::vector<int64_t>{8, 15, 72, 2048}

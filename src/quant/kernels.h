@@ -188,6 +188,8 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
   TT_TILE_DECL(tile_q5_1);                                                \
   TT_TILE_DECL(tile_q6_k);                                                \
   TT_TILE_DECL(tile_iq4_xs);                                              \
+  TT_TILE_DECL(tile_q3_k);                                                \
+  TT_TILE_DECL(tile_q5_k);                                                \
   TT_TILE_DECL(tile_repack_q4_0);                                         \
   TT_TILE_DECL(tile_repack_iq4_nl);                                       \
   TT_TILE_DECL(tile_repack_gemv_q4_k);                                    \
