@@ -24,8 +24,8 @@ namespace {
 typedef float Float4 __attribute__((vector_size(16)));
 typedef int32_t Int4 __attribute__((vector_size(16)));
 typedef float Float8 __attribute__((vector_size(32)));
+typedef int32_t Int8 __attribute__((vector_size(32)));
 typedef float Float16 __attribute__((vector_size(64)));
-typedef int32_t Int16 __attribute__((vector_size(64)));
 
 // exp(x) for -87 <= x <= 0, a vector at a time, without libm (a call per element would cost a millisecond a step on
 // a 150k-token vocabulary): x = n ln2 + r, |r| <= ln2/2, and exp(r) = 1 + r p(r) with p of degree 4 fitted to exp's
@@ -59,35 +59,36 @@ template <typename Float, typename Int>
 // One pass over the distances d_i = l_i - m (l_i <= m) for the softmax and the plain moments together (the
 // softmax terms with d_i clamped to -87, below which exp underflows: such a term's share of Z is < 1e-37, and a
 // -inf logit then adds about -1e-36 to S instead of making S, and the entropy, infinite):
-// Z = sum_i exp(d_i), S = sum_i exp(d_i) d_i, D = sum_i d_i, Q = sum_i d_i^2, and min_i l_i. Sixteen float lanes
+// Z = sum_i exp(d_i), S = sum_i exp(d_i) d_i, D = sum_i d_i, Q = sum_i d_i^2, and min_i l_i. Eight float lanes
 // summed over chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. The exponential is most of
-// the cost: the polynomial's fused multiply-adds (x86-64-v3 and up) halve it, two independent vectors hide their
-// latency, and the moments ride along on loads already made (a separate pass would read the logits twice).
-// Adds to `out` (sums of earlier chunks: a part summed in pieces of whole chunks gets the same bits as in one call).
+// the cost: the polynomial's fused multiply-adds (x86-64-v3 and up) halve it, and the moments ride along on loads
+// already made (a separate pass would read the logits twice). Eight lanes, not sixteen: the accumulators and the
+// exponential's temporaries then fit AVX2's 16 registers (sixteen lanes spilled them: 5.7 ns a logit against
+// 1.5, BM_LogitLandscape). Adds to `out` (sums of earlier chunks: a part summed in pieces of whole chunks gets the
+// same bits as in one call).
 TT_VOCAB_CLONES void distance_sums_portable(const float* l, size_t n, float m, LandscapeSums& out) {
   // Locals: through the reference every add would be a store.
   double z_sum = out.z, s_sum = out.s, d_sum = out.d, q_sum = out.q;
-  Float16 lo = Float16{} + INFINITY;
+  Float8 lo = Float8{} + INFINITY;
   float min_logit = out.min;
   constexpr size_t kChunk = kLandscapeBlockLogits;
   for (size_t begin = 0; begin < n; begin += kChunk) {
     const size_t end = std::min(n, begin + kChunk);
-    Float16 z16[2] = {}, s16[2] = {}, d16[2] = {}, q16[2] = {};
+    Float8 z8 = {}, s8 = {}, d8 = {}, q8 = {};
     size_t i = begin;
-    for (; i + 32 <= end; i += 32)
-      for (int h = 0; h < 2; ++h) {
-        Float16 x;
-        std::memcpy(&x, l + i + 16 * h, sizeof(x));
-        lo = x < lo ? x : lo;
-        const Float16 d = x - m;
-        d16[h] += d;
-        q16[h] += d * d;
-        const Float16 dc = d < kDistanceFloor ? Float16{} + kDistanceFloor : d;
-        Float16 e = dc;
-        exp_nonpositive<Float16, Int16>(e);
-        z16[h] += e;
-        s16[h] += e * dc;
-      }
+    for (; i + 8 <= end; i += 8) {
+      Float8 x;
+      std::memcpy(&x, l + i, sizeof(x));
+      lo = x < lo ? x : lo;
+      const Float8 d = x - m;
+      d8 += d;
+      q8 += d * d;
+      const Float8 dc = d < kDistanceFloor ? Float8{} + kDistanceFloor : d;
+      Float8 e = dc;
+      exp_nonpositive<Float8, Int8>(e);
+      z8 += e;
+      s8 += e * dc;
+    }
     for (; i < end; ++i) {  // tail, one lane
       const float d = l[i] - m, dc = d < kDistanceFloor ? kDistanceFloor : d;
       Float4 e = Float4{} + dc;
@@ -98,10 +99,9 @@ TT_VOCAB_CLONES void distance_sums_portable(const float* l, size_t n, float m, L
       q_sum += static_cast<double>(d) * d;
       min_logit = l[i] < min_logit ? l[i] : min_logit;
     }
-    const Float16 z = z16[0] + z16[1], s = s16[0] + s16[1], d = d16[0] + d16[1], q = q16[0] + q16[1];
-    for (int j = 0; j < 16; ++j) z_sum += z[j], s_sum += s[j], d_sum += d[j], q_sum += q[j];
+    for (int j = 0; j < 8; ++j) z_sum += z8[j], s_sum += s8[j], d_sum += d8[j], q_sum += q8[j];
   }
-  for (int j = 0; j < 16; ++j) min_logit = lo[j] < min_logit ? lo[j] : min_logit;
+  for (int j = 0; j < 8; ++j) min_logit = lo[j] < min_logit ? lo[j] : min_logit;
   out = {z_sum, s_sum, d_sum, q_sum, min_logit};
 }
 
