@@ -25,7 +25,6 @@ typedef float Float4 __attribute__((vector_size(16)));
 typedef int32_t Int4 __attribute__((vector_size(16)));
 typedef float Float8 __attribute__((vector_size(32)));
 typedef int32_t Int8 __attribute__((vector_size(32)));
-typedef float Float16 __attribute__((vector_size(64)));
 
 // exp(x) for -87 <= x <= 0, a vector at a time, without libm (a call per element would cost a millisecond a step on
 // a 150k-token vocabulary): x = n ln2 + r, |r| <= ln2/2, and exp(r) = 1 + r p(r) with p of degree 4 fitted to exp's
@@ -190,15 +189,15 @@ TT_VOCAB_CLONES Candidate next_candidate(const float* l, size_t i, size_t n, flo
   };
   if (one_by_one(std::min(n, (i + kCandidateBlock - 1) / kCandidateBlock * kCandidateBlock))) return {i, m};
   for (; i + kCandidateBlock <= n; i += kCandidateBlock) {
-    Float16 mx = Float16{} - INFINITY;
+    // Two 8-lane maxima (a 16-lane vector's selects compile to scalar moves on AVX2).
+    Float8 lo = Float8{} - INFINITY, hi = lo;
     for (size_t j = 0; j < kCandidateBlock; j += 16) {
-      Float16 x;
+      Float8 x, y;
       std::memcpy(&x, l + i + j, sizeof(x));
-      mx = x > mx ? x : mx;
+      std::memcpy(&y, l + i + j + 8, sizeof(y));
+      lo = x > lo ? x : lo;
+      hi = y > hi ? y : hi;
     }
-    Float8 lo, hi;
-    std::memcpy(&lo, &mx, sizeof(lo));
-    std::memcpy(&hi, reinterpret_cast<const char*>(&mx) + sizeof(lo), sizeof(hi));
     lo = hi > lo ? hi : lo;
     Float4 a, b;
     std::memcpy(&a, &lo, sizeof(a));
