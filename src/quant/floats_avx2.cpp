@@ -1,6 +1,7 @@
 // The float-type kernels for AVX2 + FMA + F16C (CMakeLists.txt compiles *_avx2.cpp with those flags): the F32
-// and F16 dot products (references: ref::vec_dot_f32, ref::vec_dot_f16), the rows of halves, and llama.cpp's BF16
-// orders on VDPBF16PS emulated (references: ref::vec_dot_bf16_avx512bf16, ref::dot_bf16_tinyblas).
+// and F16 dot products and tiles (references: ref::vec_dot_f32, ref::vec_dot_f16), the rows of halves, and
+// llama.cpp's BF16 orders on VDPBF16PS, by FMAs where exact and emulated elsewhere (references:
+// ref::vec_dot_bf16_avx512bf16, ref::dot_bf16_tinyblas).
 #define TT_SIMD_NS avx2
 #define TT_SIMD_VNNI 0
 #include <algorithm>

@@ -128,7 +128,7 @@ PerIsa<DotKernel> amx_tile(PerIsa<DotKernel> kernels, TileFn tile) {
 
 // BF16 as llama.cpp computes it with VDPBF16PS (the records' builds had it): ggml_vec_dot_bf16 for one token,
 // batches through tinyBLAS (K in whole 32-element steps, N in groups of 4). The instruction where the CPU has it,
-// its emulation elsewhere.
+// elsewhere FMAs where they give its sums exactly and its emulation otherwise (floats_avx2.cpp).
 PerIsa<DotKernel> bf16_vec_dot() {
   auto out = from_isa(Isa::kAvx512Bf16, DotKernel{avx2::vec_dot_bf16_dp, avx2::tile_bf16_dp},
                       DotKernel{avx512bf16::vec_dot_bf16});
