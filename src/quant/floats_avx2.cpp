@@ -294,10 +294,12 @@ constexpr BlockFn kFmaBlocks[kBlockRows][kBlockTokens] = {
     {tinyblas_fma_block<1, 1>, tinyblas_fma_block<1, 2>, tinyblas_fma_block<1, 3>, tinyblas_fma_block<1, 4>},
     {tinyblas_fma_block<2, 1>, tinyblas_fma_block<2, 2>, tinyblas_fma_block<2, 3>, tinyblas_fma_block<2, 4>}};
 
-std::vector<Bf16Span> token_spans(int64_t n, int64_t nt, const uint8_t* y, uint64_t y_row) {
-  std::vector<Bf16Span> spans(nt);
+// The spans of nt token rows, in this thread's buffer (grown, never shrunk: no allocation per call).
+const Bf16Span* token_spans(int64_t n, int64_t nt, const uint8_t* y, uint64_t y_row) {
+  thread_local std::vector<Bf16Span> spans;
+  if (spans.size() < static_cast<size_t>(nt)) spans.resize(nt);
   for (int64_t t = 0; t < nt; ++t) spans[t] = bf16_span(reinterpret_cast<const uint16_t*>(y + t * y_row), n);
-  return spans;
+  return spans.data();
 }
 }  // namespace
 
@@ -310,7 +312,7 @@ void vec_dot_bf16_dp(int64_t n, float* result, const void* x, const void* y) {
 TT_TILE_DECL(tile_bf16_dp) {
   const auto* xb = static_cast<const uint8_t*>(x);
   const auto* yb = static_cast<const uint8_t*>(y);
-  const std::vector<Bf16Span> tokens = token_spans(n, nt, yb, y_row);
+  const Bf16Span* tokens = token_spans(n, nt, yb, y_row);
   for (int64_t r = 0; r < nr; ++r) {
     const auto* xr = reinterpret_cast<const uint16_t*>(xb + r * x_row);
     Bf16Span row;
@@ -333,7 +335,7 @@ TT_TILE_DECL(tile_bf16_tinyblas) {
   TT_CHECK(n % 32 == 0, "tile_bf16_tinyblas: n = {} is not a multiple of 32", n);
   const auto* xb = static_cast<const uint8_t*>(x);
   const auto* yb = static_cast<const uint8_t*>(y);
-  const std::vector<Bf16Span> tokens = token_spans(n, nt, yb, y_row);
+  const Bf16Span* tokens = token_spans(n, nt, yb, y_row);
   for (int64_t r = 0; r < nr; r += kBlockRows) {
     const int64_t rows = std::min<int64_t>(kBlockRows, nr - r);
     Bf16Span row_span;
