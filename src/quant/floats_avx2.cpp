@@ -63,8 +63,8 @@ void f32_block(int64_t n, const float* const* x, const float* const* y, float* o
 }
 }  // namespace
 
-// vec_dot_f32 per (row, token): blocks of 2 rows x 4 tokens, the rest one by one (blocks of 4 rows for a lone token
-// measured no faster). A model with F32 weights (stories260K) otherwise pays a call and a reduction per output.
+// vec_dot_f32 per (row, token): blocks of 2 rows x 4 tokens, the rest one by one (docs/performance.md, "AVX2
+// machines"). A model with F32 weights (stories260K) otherwise pays a call and a reduction per output.
 TT_TILE_DECL(tile_f32) {
   const auto* xb = static_cast<const uint8_t*>(x);
   const auto* yb = static_cast<const uint8_t*>(y);
@@ -249,30 +249,39 @@ inline void dpbf16_fma(Bf16Lanes& acc, const Bf16Step& x, const Bf16Step& y) {
   acc.hi = _mm256_fmadd_ps(x.even[1], y.even[1], _mm256_fmadd_ps(x.odd[1], y.odd[1], acc.hi));
 }
 
-// ggml_vec_dot_bf16's order: two accumulators over alternate 32-element steps, the tail in double. The FMAs (kFused)
-// also give x's span, for the caller to check them with (a row streams once).
-template <bool kFused>
+// ggml_vec_dot_bf16's order: two accumulators over alternate 32-element steps, the tail in double. The FMAs can also
+// give x's span (kSpan: *x_span), for the caller to check them with: the row streams once.
+template <bool kFused, bool kSpan = false>
 float dot_bf16_dp(int64_t n, const uint16_t* x, const uint16_t* y, Bf16Span* x_span = nullptr) {
+  static_assert(kFused || !kSpan);
   Bf16Lanes c1, c2;
-  Bf16SpanLanes span;
+  Bf16SpanLanes lanes;
+  Bf16SpanLanes* span = kSpan ? &lanes : nullptr;
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     if constexpr (kFused) {
-      dpbf16_fma(c1, bf16_step(x + i, &span), bf16_step(y + i));
-      dpbf16_fma(c2, bf16_step(x + i + 32, &span), bf16_step(y + i + 32));
+      dpbf16_fma(c1, bf16_step(x + i, span), bf16_step(y + i));
+      dpbf16_fma(c2, bf16_step(x + i + 32, span), bf16_step(y + i + 32));
     } else {
       dpbf16(c1, x + i, y + i);
       dpbf16(c2, x + i + 32, y + i + 32);
     }
   }
-  if constexpr (kFused) *x_span = bf16_span(x, n, span, i);
+  if constexpr (kSpan) *x_span = bf16_span(x, n, lanes, i);
   double sum = static_cast<double>(c1.reduce());
   sum += static_cast<double>(c2.reduce());
   for (; i < n; ++i) sum += static_cast<double>(bf16_to_fp32(x[i]) * bf16_to_fp32(y[i]));
   return static_cast<float>(sum);
 }
 
-// tinyBLAS's order over kRows rows x kTokens tokens: one accumulator per output over 32-element steps, one reduction.
+// tinyBLAS's order, emulated: one accumulator over 32-element steps, one reduction.
+float dot_bf16_tinyblas_emulated(int64_t n, const uint16_t* x, const uint16_t* y) {
+  Bf16Lanes acc;
+  for (int64_t k = 0; k < n; k += 32) dpbf16(acc, x + k, y + k);
+  return acc.reduce();
+}
+
+// tinyBLAS's order over kRows rows x kTokens tokens through FMAs (where fma_exact holds).
 template <int kRows, int kTokens>
 void tinyblas_fma_block(int64_t n, const uint8_t* x, uint64_t x_row, const uint8_t* y, uint64_t y_row, float* out,
                         int64_t ldo) {
@@ -307,20 +316,21 @@ void vec_dot_bf16_dp(int64_t n, float* result, const void* x, const void* y) {
   tile_bf16_dp(n, 1, 1, x, 0, y, 0, result, 0);
 }
 
-// Each token's span read once, each row's as its first product streams it; a (row, token) whose spans fma_exact
+// Each token's span read once, each row's as its first token's FMAs stream it; a (row, token) whose spans fma_exact
 // allows keeps the FMAs' result, the others take the emulation.
 TT_TILE_DECL(tile_bf16_dp) {
+  if (nt == 0) return;
   const auto* xb = static_cast<const uint8_t*>(x);
   const auto* yb = static_cast<const uint8_t*>(y);
   const Bf16Span* tokens = token_spans(n, nt, yb, y_row);
   for (int64_t r = 0; r < nr; ++r) {
     const auto* xr = reinterpret_cast<const uint16_t*>(xb + r * x_row);
     Bf16Span row;
+    const float first = dot_bf16_dp<true, true>(n, xr, reinterpret_cast<const uint16_t*>(yb), &row);
     for (int64_t t = 0; t < nt; ++t) {
       const auto* yt = reinterpret_cast<const uint16_t*>(yb + t * y_row);
-      float& o = out[t * ldo + r];
-      o = dot_bf16_dp<true>(n, xr, yt, &row);
-      if (!fma_exact(row, tokens[t])) o = dot_bf16_dp<false>(n, xr, yt);
+      const bool exact = fma_exact(row, tokens[t]);
+      out[t * ldo + r] = !exact ? dot_bf16_dp<false>(n, xr, yt) : t == 0 ? first : dot_bf16_dp<true>(n, xr, yt);
     }
   }
 }
@@ -329,7 +339,7 @@ void dot_bf16_tinyblas(int64_t n, float* result, const void* x, const void* y) {
   tile_bf16_tinyblas(n, 1, 1, x, 0, y, 0, result, 0);
 }
 
-// Blocks of 2 rows x 4 tokens (2 x 2 and 2 x 3 measured 4-20% slower) through the FMAs where their spans allow, else
+// Blocks of 2 rows x 4 tokens (docs/performance.md, "AVX2 machines") through the FMAs where their spans allow, else
 // the emulation per output.
 TT_TILE_DECL(tile_bf16_tinyblas) {
   TT_CHECK(n % 32 == 0, "tile_bf16_tinyblas: n = {} is not a multiple of 32", n);
@@ -350,13 +360,10 @@ TT_TILE_DECL(tile_bf16_tinyblas) {
         continue;
       }
       for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) {
-          const auto* xr = reinterpret_cast<const uint16_t*>(xb + (r + i) * x_row);
-          const auto* yt = reinterpret_cast<const uint16_t*>(yb + (t + j) * y_row);
-          Bf16Lanes acc;
-          for (int64_t k = 0; k < n; k += 32) dpbf16(acc, xr + k, yt + k);
-          out[(t + j) * ldo + r + i] = acc.reduce();
-        }
+        for (int64_t j = 0; j < cols; ++j)
+          out[(t + j) * ldo + r + i] =
+              dot_bf16_tinyblas_emulated(n, reinterpret_cast<const uint16_t*>(xb + (r + i) * x_row),
+                                         reinterpret_cast<const uint16_t*>(yb + (t + j) * y_row));
     }
   }
 }

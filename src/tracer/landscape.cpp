@@ -62,9 +62,8 @@ template <typename Float, typename Int>
 // summed over chunks of 1024 logits (error < 1e-5 relative), chunks summed in double. The exponential is most of
 // the cost: the polynomial's fused multiply-adds (x86-64-v3 and up) halve it, and the moments ride along on loads
 // already made (a separate pass would read the logits twice). Eight lanes, not sixteen: the accumulators and the
-// exponential's temporaries then fit AVX2's 16 registers (sixteen lanes spilled them: 5.7 ns a logit against
-// 1.5, BM_LogitLandscape). Adds to `out` (sums of earlier chunks: a part summed in pieces of whole chunks gets the
-// same bits as in one call).
+// exponential's temporaries then fit AVX2's 16 registers (docs/performance.md, "Tracing overhead"). Adds to `out` (sums
+// of earlier chunks: a part summed in pieces of whole chunks gets the same bits as in one call).
 TT_VOCAB_CLONES void distance_sums_portable(const float* l, size_t n, float m, LandscapeSums& out) {
   // Locals: through the reference every add would be a store.
   double z_sum = out.z, s_sum = out.s, d_sum = out.d, q_sum = out.q;
