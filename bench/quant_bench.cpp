@@ -91,25 +91,29 @@ void run(benchmark::State& state, GgmlType type, bool fast) {
   state.SetLabel(fast ? kernel_isa() : "reference");
 }
 
-// Prompt-sized matrix product as mul_mat tiles it: 512 weight rows x 64 tokens (n = 4096) through the type's
-// batched kernel, 16-row tiles; items/s counts multiply-adds.
+// Prompt-sized matrix product as mul_mat tiles it: 512 weight rows x 64 tokens through the type's batched kernel,
+// 16-row tiles, over the first n of each row's 4096 elements (the benchmark's argument, default 4096: a small
+// model's rows are 256 long, where a tile's start and end weigh more); items/s counts multiply-adds.
 void gemm_with(benchmark::State& state, GgmlType type, const DotKernel& dot, const char* label) {
   const QuantKernels* k = find_kernels(type);
   const Fixture& f = fixture(type);
   constexpr int64_t kTokens = 64, kRowTile = 16;
+  const int64_t n = state.range(0);
   const uint64_t y_row = tt::row_bytes(k->vec_dot_type, kN);
   std::vector<uint8_t> acts(y_row * kTokens);
   for (int64_t t = 0; t < kTokens; ++t) std::memcpy(acts.data() + t * y_row, f.act.data(), y_row);
   std::vector<float> out(kRows * kTokens);
   for (auto _ : state) {
     for (int64_t r0 = 0; r0 < kRows; r0 += kRowTile)
-      dot.run_tile(kN, kRowTile, kTokens, f.weights.data() + r0 * f.row_bytes, f.row_bytes, acts.data(), y_row,
+      dot.run_tile(n, kRowTile, kTokens, f.weights.data() + r0 * f.row_bytes, f.row_bytes, acts.data(), y_row,
                    out.data() + r0, kRows);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kN * kRows * kTokens);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n * kRows * kTokens);
   state.SetLabel(label);
 }
+// Gemm's row lengths: a 1B-class model's 4096 and a small model's 256.
+void row_lengths(benchmark::internal::Benchmark* b) { b->ArgName("n")->Arg(4096)->Arg(256); }
 void gemm(benchmark::State& state, GgmlType type) {
   const QuantKernels* k = find_kernels(type);
   const BatchedKernels* batched = k->batched_for(kN, kRows);
@@ -253,23 +257,32 @@ const int kRegistered = [] {
     benchmark::RegisterBenchmark(("VecDot/" + name + "/ref").c_str(), run, t, false);
     benchmark::RegisterBenchmark(("VecDot/" + name + "/fast").c_str(), run, t, true);
   }
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
-    benchmark::RegisterBenchmark(("Gemm/" + std::string(type_name(t))).c_str(), gemm, t);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K,
+                     GgmlType::Q8_0, GgmlType::IQ4_NL}) {
+    benchmark::RegisterBenchmark(("Gemm/" + std::string(type_name(t))).c_str(), gemm, t)->Apply(row_lengths);
   }
   benchmark::RegisterBenchmark("Gemm/Q8_0/avx512", gemm_avx512, GgmlType::Q8_0,
-                               DotKernel{avx512::vec_dot_q8_0, avx512::tile_q8_0});
-  benchmark::RegisterBenchmark("Gemm/Q8_0/amx", gemm_amx, GgmlType::Q8_0, DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0});
+                               DotKernel{avx512::vec_dot_q8_0, avx512::tile_q8_0})
+      ->Apply(row_lengths);
+  benchmark::RegisterBenchmark("Gemm/Q8_0/amx", gemm_amx, GgmlType::Q8_0, DotKernel{ref::amx_dot_q8_0, amx::tile_q8_0})
+      ->Apply(row_lengths);
   benchmark::RegisterBenchmark("Gemm/Q4_K/avx512", gemm_avx512, GgmlType::Q4_K,
-                               DotKernel{avx512::repack_gemm_q4_k, avx512::tile_repack_gemm_q4_k});
+                               DotKernel{avx512::repack_gemm_q4_k, avx512::tile_repack_gemm_q4_k})
+      ->Apply(row_lengths);
   benchmark::RegisterBenchmark("Gemm/Q4_K/amx", gemm_amx, GgmlType::Q4_K,
-                               DotKernel{avx512::repack_gemm_q4_k, amx::tile_repack_gemm_q4_k});
-  benchmark::RegisterBenchmark("Gemm/Q5_K/avx512", gemm_avx512, GgmlType::Q5_K, DotKernel{avx512::vec_dot_q5_k});
+                               DotKernel{avx512::repack_gemm_q4_k, amx::tile_repack_gemm_q4_k})
+      ->Apply(row_lengths);
+  benchmark::RegisterBenchmark("Gemm/Q5_K/avx512", gemm_avx512, GgmlType::Q5_K, DotKernel{avx512::vec_dot_q5_k})
+      ->Apply(row_lengths);
   benchmark::RegisterBenchmark("Gemm/Q5_K/amx", gemm_amx, GgmlType::Q5_K,
-                               DotKernel{avx512::vec_dot_q5_k, amx::tile_q5_k});
+                               DotKernel{avx512::vec_dot_q5_k, amx::tile_q5_k})
+      ->Apply(row_lengths);
   benchmark::RegisterBenchmark("Gemm/Q6_K/avx512", gemm_avx512, GgmlType::Q6_K,
-                               DotKernel{avx512::vec_dot_q6_k, avx512::tile_q6_k});
+                               DotKernel{avx512::vec_dot_q6_k, avx512::tile_q6_k})
+      ->Apply(row_lengths);
   benchmark::RegisterBenchmark("Gemm/Q6_K/amx", gemm_amx, GgmlType::Q6_K,
-                               DotKernel{avx512::vec_dot_q6_k, amx::tile_q6_k});
+                               DotKernel{avx512::vec_dot_q6_k, amx::tile_q6_k})
+      ->Apply(row_lengths);
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
     for (bool grouped : {false, true}) {
       if (grouped && !find_kernels(t)->row_groups) continue;
