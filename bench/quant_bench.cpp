@@ -91,7 +91,7 @@ void run(benchmark::State& state, GgmlType type, bool fast) {
   state.SetLabel(fast ? kernel_isa() : "reference");
 }
 
-// Prompt-sized matrix product as mul_mat tiles it: 512 weight rows x 64 tokens through the type's batched kernel,
+// Prompt-sized matrix product as mul_mat tiles it: 512 weight rows x 64 tokens through the kernel mul_mat takes,
 // 16-row tiles, over the first n of each row's 4096 elements (the benchmark's argument, default 4096: a small
 // model's rows are 256 long, where a tile's start and end weigh more); items/s counts multiply-adds.
 void gemm_with(benchmark::State& state, GgmlType type, const DotKernel& dot, const char* label) {
@@ -116,7 +116,7 @@ void gemm_with(benchmark::State& state, GgmlType type, const DotKernel& dot, con
 void row_lengths(benchmark::internal::Benchmark* b) { b->ArgName("n")->Arg(4096)->Arg(256); }
 void gemm(benchmark::State& state, GgmlType type) {
   const QuantKernels* k = find_kernels(type);
-  const BatchedKernels* batched = k->batched_for(kN, kRows);
+  const BatchedKernels* batched = batched_for(*k, kN, kRows, default_llamacpp_build());
   gemm_with(state, type, batched ? batched->for_token(0, 64) : k->vec_dot, kernel_isa());
 }
 // A prompt tile per instruction set, whichever the table chose: AVX-512 VNNI and AMX side by side.
@@ -257,8 +257,8 @@ const int kRegistered = [] {
     benchmark::RegisterBenchmark(("VecDot/" + name + "/ref").c_str(), run, t, false);
     benchmark::RegisterBenchmark(("VecDot/" + name + "/fast").c_str(), run, t, true);
   }
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K,
-                     GgmlType::Q8_0, GgmlType::IQ4_NL}) {
+  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                     GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
     benchmark::RegisterBenchmark(("Gemm/" + std::string(type_name(t))).c_str(), gemm, t)->Apply(row_lengths);
   }
   benchmark::RegisterBenchmark("Gemm/Q8_0/avx512", gemm_avx512, GgmlType::Q8_0,

@@ -703,7 +703,8 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
     // F16 and F32 rows also shorter than a SIMD step (a model of width 8) and with a tail after the steps.
     for (int64_t n : type == G::F16 || type == G::F32 ? std::vector<int64_t>{8, 15, 72, 2048}
                                                       : std::vector<int64_t>{256, 768, 2048}) {
-      const BatchedKernels* batched = k->batched_for(n, 64);
+      // The AMD build's choices: they add F16's tinyBLAS order (mul_mat's batched_for).
+      const BatchedKernels* batched = batched_for(*k, n, 64, LlamaCppBuild::kAmdAvx512);
       std::vector<DotKernel> dots = {k->vec_dot};
       if (batched) dots = {batched->single, batched->batch};
       for (const DotKernel& dot : dots) {

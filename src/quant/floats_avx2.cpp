@@ -81,6 +81,50 @@ TT_TILE_DECL(tile_f32) {
     for (int64_t r = t < t_done ? r_done : 0; r < nr; ++r) vec_dot_f32(n, out + t * ldo + r, row(r), token(t));
 }
 
+namespace {
+// dot_f16_tinyblas for kRows rows x kTokens tokens: each output's 16 lanes (two registers) take the reference's FMAs
+// in its order; each row's halves are converted once for the block's tokens and each token's once for its rows.
+template <int kRows, int kTokens>
+void f16_tinyblas_block(int64_t n, const uint16_t* const* x, const uint16_t* const* y, float* out, int64_t ldo) {
+  __m256 acc[2][kRows][kTokens];
+  for (auto& half : acc)
+    for (auto& row : half)
+      for (__m256& a : row) a = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16)
+    for (int h = 0; h < 2; ++h) {
+      __m256 a[kRows];
+      for (int r = 0; r < kRows; ++r) a[r] = _mm256_cvtph_ps(load128(x[r] + i + 8 * h));
+      for (int t = 0; t < kTokens; ++t) {
+        const __m256 b = _mm256_cvtph_ps(load128(y[t] + i + 8 * h));
+        for (int r = 0; r < kRows; ++r) acc[h][r][t] = _mm256_fmadd_ps(a[r], b, acc[h][r][t]);
+      }
+    }
+  for (int r = 0; r < kRows; ++r)
+    for (int t = 0; t < kTokens; ++t) out[t * ldo + r] = reduce_add_16(acc[0][r][t], acc[1][r][t]);
+}
+}  // namespace
+
+// Blocks of kBlockRows x kBlockTokens (docs/performance.md, "AVX2 machines"), the rest output by output.
+TT_TILE_DECL(tile_f16_tinyblas) {
+  constexpr int kBlockRows = 2, kBlockTokens = 3;
+  TT_CHECK(n % 16 == 0, "tile_f16_tinyblas: n = {} is not a multiple of 16", n);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  const auto* yb = static_cast<const uint8_t*>(y);
+  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(xb + r * x_row); };
+  auto token = [&](int64_t t) { return reinterpret_cast<const uint16_t*>(yb + t * y_row); };
+  const int64_t r_done = nr - nr % kBlockRows, t_done = nt - nt % kBlockTokens;
+  for (int64_t t = 0; t < t_done; t += kBlockTokens)
+    for (int64_t r = 0; r < r_done; r += kBlockRows) {
+      const uint16_t* rows[kBlockRows];
+      const uint16_t* tokens[kBlockTokens];
+      for (int i = 0; i < kBlockRows; ++i) rows[i] = row(r + i);
+      for (int j = 0; j < kBlockTokens; ++j) tokens[j] = token(t + j);
+      f16_tinyblas_block<kBlockRows, kBlockTokens>(n, rows, tokens, out + t * ldo + r, ldo);
+    }
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t r = t < t_done ? r_done : 0; r < nr; ++r) dot_f16_tinyblas(n, out + t * ldo + r, row(r), token(t));
+}
+
 void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
   const uint16_t* x = static_cast<const uint16_t*>(vx);
   const uint16_t* y = static_cast<const uint16_t*>(vy);

@@ -207,6 +207,7 @@ TT_TILE_DECL(tile_f32);               // vec_dot_f32 per (row, token)
 TT_TILE_DECL(tile_f16);               // vec_dot_f16 per (row, token)
 TT_TILE_DECL(tile_bf16_dp);           // ref::vec_dot_bf16_avx512bf16 per (row, token)
 TT_TILE_DECL(tile_bf16_tinyblas);     // ref::dot_bf16_tinyblas per (row, token)
+TT_TILE_DECL(tile_f16_tinyblas);      // ref::dot_f16_tinyblas per (row, token)
 TT_TILE_DECL(tile_q4_k_rows16_gemm);  // ref::tile_q4_k_rows16_gemm
 }  // namespace avx2
 namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
