@@ -703,10 +703,11 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
     // F16 and F32 rows also shorter than a SIMD step (a model of width 8) and with a tail after the steps.
     for (int64_t n : type == G::F16 || type == G::F32 ? std::vector<int64_t>{8, 15, 72, 2048}
                                                       : std::vector<int64_t>{256, 768, 2048}) {
-      // The AMD build's choices: they add F16's tinyBLAS order (mul_mat's batched_for).
+      // vec_dot's tile (the Intel build's F16), and the AMD build's batched kernels, which add F16's tinyBLAS order
+      // (mul_mat's batched_for).
       const BatchedKernels* batched = batched_for(*k, n, 64, LlamaCppBuild::kAmdAvx512);
       std::vector<DotKernel> dots = {k->vec_dot};
-      if (batched) dots = {batched->single, batched->batch};
+      if (batched) dots = {k->vec_dot, batched->single, batched->batch};
       for (const DotKernel& dot : dots) {
         if (dot.tile) ++tiles_seen;
         for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1}, {8, 1}, {8, 4}, {13, 3}, {24, 6}, {16, 9}}) {

@@ -61,24 +61,36 @@ void f32_block(int64_t n, const float* const* x, const float* const* y, float* o
       out[t * ldo + r] = static_cast<float>(sum);
     }
 }
+
+// A tile of rows x tokens whose elements are T, in blocks of kRows x kTokens through kBlock (every output as kDot
+// computes it, several at once), the outputs outside whole blocks one by one through kDot.
+template <typename T, int kRows, int kTokens,
+          void (*kBlock)(int64_t, const T* const*, const T* const*, float*, int64_t),
+          void (*kDot)(int64_t, float*, const void*, const void*)>
+void tile_in_blocks(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x_row, const void* y, uint64_t y_row,
+                    float* out, int64_t ldo) {
+  const auto* xb = static_cast<const uint8_t*>(x);
+  const auto* yb = static_cast<const uint8_t*>(y);
+  auto row = [&](int64_t r) { return reinterpret_cast<const T*>(xb + r * x_row); };
+  auto token = [&](int64_t t) { return reinterpret_cast<const T*>(yb + t * y_row); };
+  const int64_t r_done = nr - nr % kRows, t_done = nt - nt % kTokens;
+  for (int64_t t = 0; t < t_done; t += kTokens)
+    for (int64_t r = 0; r < r_done; r += kRows) {
+      const T* rows[kRows];
+      const T* tokens[kTokens];
+      for (int i = 0; i < kRows; ++i) rows[i] = row(r + i);
+      for (int j = 0; j < kTokens; ++j) tokens[j] = token(t + j);
+      kBlock(n, rows, tokens, out + t * ldo + r, ldo);
+    }
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t r = t < t_done ? r_done : 0; r < nr; ++r) kDot(n, out + t * ldo + r, row(r), token(t));
+}
 }  // namespace
 
 // vec_dot_f32 per (row, token): blocks of 2 rows x 4 tokens, the rest one by one (docs/performance.md, "AVX2
 // machines"). A model with F32 weights (stories260K) otherwise pays a call and a reduction per output.
 TT_TILE_DECL(tile_f32) {
-  const auto* xb = static_cast<const uint8_t*>(x);
-  const auto* yb = static_cast<const uint8_t*>(y);
-  auto row = [&](int64_t r) { return reinterpret_cast<const float*>(xb + r * x_row); };
-  auto token = [&](int64_t t) { return reinterpret_cast<const float*>(yb + t * y_row); };
-  const int64_t r_done = nr - nr % 2, t_done = nt - nt % 4;
-  for (int64_t t = 0; t < t_done; t += 4)
-    for (int64_t r = 0; r < r_done; r += 2) {
-      const float* rows[2] = {row(r), row(r + 1)};
-      const float* tokens[4] = {token(t), token(t + 1), token(t + 2), token(t + 3)};
-      f32_block<2, 4>(n, rows, tokens, out + t * ldo + r, ldo);
-    }
-  for (int64_t t = 0; t < nt; ++t)
-    for (int64_t r = t < t_done ? r_done : 0; r < nr; ++r) vec_dot_f32(n, out + t * ldo + r, row(r), token(t));
+  tile_in_blocks<float, 2, 4, f32_block<2, 4>, vec_dot_f32>(n, nr, nt, x, x_row, y, y_row, out, ldo);
 }
 
 namespace {
@@ -104,25 +116,10 @@ void f16_tinyblas_block(int64_t n, const uint16_t* const* x, const uint16_t* con
 }
 }  // namespace
 
-// Blocks of kBlockRows x kBlockTokens (docs/performance.md, "AVX2 machines"), the rest output by output.
+// Blocks of 2 rows x 3 tokens (docs/performance.md, "AVX2 machines"), the rest output by output.
 TT_TILE_DECL(tile_f16_tinyblas) {
-  constexpr int kBlockRows = 2, kBlockTokens = 3;
   TT_CHECK(n % 16 == 0, "tile_f16_tinyblas: n = {} is not a multiple of 16", n);
-  const auto* xb = static_cast<const uint8_t*>(x);
-  const auto* yb = static_cast<const uint8_t*>(y);
-  auto row = [&](int64_t r) { return reinterpret_cast<const uint16_t*>(xb + r * x_row); };
-  auto token = [&](int64_t t) { return reinterpret_cast<const uint16_t*>(yb + t * y_row); };
-  const int64_t r_done = nr - nr % kBlockRows, t_done = nt - nt % kBlockTokens;
-  for (int64_t t = 0; t < t_done; t += kBlockTokens)
-    for (int64_t r = 0; r < r_done; r += kBlockRows) {
-      const uint16_t* rows[kBlockRows];
-      const uint16_t* tokens[kBlockTokens];
-      for (int i = 0; i < kBlockRows; ++i) rows[i] = row(r + i);
-      for (int j = 0; j < kBlockTokens; ++j) tokens[j] = token(t + j);
-      f16_tinyblas_block<kBlockRows, kBlockTokens>(n, rows, tokens, out + t * ldo + r, ldo);
-    }
-  for (int64_t t = 0; t < nt; ++t)
-    for (int64_t r = t < t_done ? r_done : 0; r < nr; ++r) dot_f16_tinyblas(n, out + t * ldo + r, row(r), token(t));
+  tile_in_blocks<uint16_t, 2, 3, f16_tinyblas_block<2, 3>, dot_f16_tinyblas>(n, nr, nt, x, x_row, y, y_row, out, ldo);
 }
 
 void vec_dot_f16(int64_t n, float* result, const void* vx, const void* vy) {
