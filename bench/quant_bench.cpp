@@ -92,21 +92,24 @@ void run(benchmark::State& state, GgmlType type, bool fast) {
 }
 
 // Prompt-sized matrix product as mul_mat tiles it: 512 weight rows x 64 tokens through the kernel mul_mat takes,
-// 16-row tiles, over the first n of each row's 4096 elements (the benchmark's argument, default 4096: a small
-// model's rows are 256 long, where a tile's start and end weigh more); items/s counts multiply-adds.
+// 16-row tiles, over the first n of each row's 4096 elements (the benchmark's argument: a small model's rows are
+// 256 long, where a tile's start and end weigh more); items/s counts multiply-adds.
 void gemm_with(benchmark::State& state, GgmlType type, const DotKernel& dot, const char* label) {
   const QuantKernels* k = find_kernels(type);
   const Fixture& f = fixture(type);
   constexpr int64_t kTokens = 64, kRowTile = 16;
   const int64_t n = state.range(0);
-  const uint64_t y_row = tt::row_bytes(k->vec_dot_type, kN);
-  std::vector<uint8_t> acts(y_row * kTokens);
+  // Rows of n elements one after another, as in a model of that width (rows kN apart would share cache sets).
+  const uint64_t x_row = tt::row_bytes(type, n), y_row = tt::row_bytes(k->vec_dot_type, n);
+  std::vector<uint8_t> weights(x_row * kRows), acts(y_row * kTokens);
+  for (int64_t r = 0; r < kRows; ++r)
+    std::memcpy(weights.data() + r * x_row, f.weights.data() + r * f.row_bytes, x_row);
   for (int64_t t = 0; t < kTokens; ++t) std::memcpy(acts.data() + t * y_row, f.act.data(), y_row);
   std::vector<float> out(kRows * kTokens);
   for (auto _ : state) {
     for (int64_t r0 = 0; r0 < kRows; r0 += kRowTile)
-      dot.run_tile(n, kRowTile, kTokens, f.weights.data() + r0 * f.row_bytes, f.row_bytes, acts.data(), y_row,
-                   out.data() + r0, kRows);
+      dot.run_tile(n, kRowTile, kTokens, weights.data() + r0 * x_row, x_row, acts.data(), y_row, out.data() + r0,
+                   kRows);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n * kRows * kTokens);
@@ -261,6 +264,8 @@ const int kRegistered = [] {
                      GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
     benchmark::RegisterBenchmark(("Gemm/" + std::string(type_name(t))).c_str(), gemm, t)->Apply(row_lengths);
   }
+  // stories260K's weights: rows of 64 and 172 (a tail after the 32-element steps).
+  benchmark::RegisterBenchmark("Gemm/F32", gemm, GgmlType::F32)->ArgName("n")->Arg(4096)->Arg(256)->Arg(172)->Arg(64);
   benchmark::RegisterBenchmark("Gemm/Q8_0/avx512", gemm_avx512, GgmlType::Q8_0,
                                DotKernel{avx512::vec_dot_q8_0, avx512::tile_q8_0})
       ->Apply(row_lengths);

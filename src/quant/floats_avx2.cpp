@@ -31,35 +31,60 @@ void vec_dot_f32(int64_t n, float* result, const void* vx, const void* vy) {
 }
 
 namespace {
-// vec_dot_f32 for kRows rows x kTokens tokens: each output's four accumulators (elements 8k .. 8k + 7 of every
-// 32-element step) built one k after another, every output's at once, then vec_dot_f32's sum. Its products' 32
-// accumulators at once would not fit the registers; one k's do.
-template <int kRows, int kTokens>
+// hsum of each of v[0..7] (its tree: lanes j + j+4, then the pairs 0+2 and 1+3, then those two), eight at once:
+// lanes 0-3 hold v[0], v[2], v[4], v[6]'s sums and lanes 4-7 v[1], v[3], v[5], v[7]'s.
+inline __m256 hsum8(const __m256* v) {
+  __m256 w[4];
+  for (int i = 0; i < 4; ++i)
+    w[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  __m256 q[2];
+  for (int i = 0; i < 2; ++i)
+    q[i] = _mm256_add_ps(_mm256_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm256_add_ps(_mm256_shuffle_ps(q[0], q[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm256_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// vec_dot_f32 for 2 rows x 4 tokens: each output's four accumulators (elements 8k .. 8k + 7 of every 32-element
+// step) built one k after another, every output's at once (its products' 32 accumulators at once would not fit
+// the registers; one k's do), then vec_dot_f32's sums for all eight outputs in one register: at a small model's
+// rows (stories260K's 64 and 172) the sums and the tail cost as much as the products.
 void f32_block(int64_t n, const float* const* x, const float* const* y, float* out, int64_t ldo) {
+  constexpr int kRows = 2, kTokens = 4, kOut = kRows * kTokens;
   const int64_t steps = n / 32 * 32;
-  __m256 acc[4][kRows][kTokens];
+  __m256 s01[kOut], s23[kOut];  // (acc0 + acc1) and (acc2 + acc3)
   for (int k = 0; k < 4; ++k) {
-    __m256 a[kRows][kTokens];
-    for (auto& row : a)
-      for (__m256& v : row) v = _mm256_setzero_ps();
+    __m256 a[kOut];  // a[2t + r]: output (r, t)'s accumulator k
+    for (__m256& v : a) v = _mm256_setzero_ps();
     for (int64_t i = 8 * k; i < steps; i += 32) {
-      __m256 xv[kRows];
-      for (int r = 0; r < kRows; ++r) xv[r] = _mm256_loadu_ps(x[r] + i);
+      const __m256 x0 = _mm256_loadu_ps(x[0] + i), x1 = _mm256_loadu_ps(x[1] + i);
       for (int t = 0; t < kTokens; ++t) {
         const __m256 yv = _mm256_loadu_ps(y[t] + i);
-        for (int r = 0; r < kRows; ++r) a[r][t] = _mm256_fmadd_ps(xv[r], yv, a[r][t]);
+        a[2 * t] = _mm256_fmadd_ps(x0, yv, a[2 * t]);
+        a[2 * t + 1] = _mm256_fmadd_ps(x1, yv, a[2 * t + 1]);
       }
     }
-    for (int r = 0; r < kRows; ++r)
-      for (int t = 0; t < kTokens; ++t) acc[k][r][t] = a[r][t];
+    __m256* s = k < 2 ? s01 : s23;
+    for (int o = 0; o < kOut; ++o) s[o] = k % 2 == 0 ? a[o] : _mm256_add_ps(s[o], a[o]);
+  }
+  for (int o = 0; o < kOut; ++o) s01[o] = _mm256_add_ps(s01[o], s23[o]);
+  const __m256 sums = hsum8(s01);  // row 0's four tokens, then row 1's
+  alignas(32) float res[kOut];
+  if (steps == n) {
+    _mm256_store_ps(res, sums);
+  } else {  // the tail in double, each output's products in order (vec_dot_f32's leftovers), four outputs a vector
+    __m256d acc[kRows] = {_mm256_cvtps_pd(_mm256_castps256_ps128(sums)),
+                          _mm256_cvtps_pd(_mm256_extractf128_ps(sums, 1))};
+    for (int64_t i = steps; i < n; ++i) {
+      const __m128 yi = _mm_setr_ps(y[0][i], y[1][i], y[2][i], y[3][i]);
+      for (int r = 0; r < kRows; ++r)
+        acc[r] = _mm256_add_pd(acc[r], _mm256_cvtps_pd(_mm_mul_ps(_mm_set1_ps(x[r][i]), yi)));
+    }
+    for (int r = 0; r < kRows; ++r) _mm_store_ps(res + 4 * r, _mm256_cvtpd_ps(acc[r]));
   }
   for (int r = 0; r < kRows; ++r)
-    for (int t = 0; t < kTokens; ++t) {
-      double sum =
-          hsum(_mm256_add_ps(_mm256_add_ps(acc[0][r][t], acc[1][r][t]), _mm256_add_ps(acc[2][r][t], acc[3][r][t])));
-      for (int64_t i = steps; i < n; ++i) sum += static_cast<double>(x[r][i] * y[t][i]);
-      out[t * ldo + r] = static_cast<float>(sum);
-    }
+    for (int t = 0; t < kTokens; ++t) out[t * ldo + r] = res[4 * r + t];
 }
 
 // A tile of rows x tokens whose elements are T, in blocks of kRows x kTokens through kBlock (every output as kDot
@@ -89,9 +114,7 @@ void tile_in_blocks(int64_t n, int64_t nr, int64_t nt, const void* x, uint64_t x
 
 // vec_dot_f32 per (row, token): blocks of 2 rows x 4 tokens, the rest one by one (docs/performance.md, "AVX2
 // machines"). A model with F32 weights (stories260K) otherwise pays a call and a reduction per output.
-TT_TILE_DECL(tile_f32) {
-  tile_in_blocks<float, 2, 4, f32_block<2, 4>, vec_dot_f32>(n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
+TT_TILE_DECL(tile_f32) { tile_in_blocks<float, 2, 4, f32_block, vec_dot_f32>(n, nr, nt, x, x_row, y, y_row, out, ldo); }
 
 namespace {
 // dot_f16_tinyblas for kRows rows x kTokens tokens: each output's 16 lanes (two registers) take the reference's FMAs
