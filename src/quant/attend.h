@@ -5,6 +5,8 @@
 //   void score(pos, float* s)              s[qi * kScoreStride] = K[pos] . Q_qi (unscaled), for every query
 //   void rescale(int qi, float ms)         acc_qi *= ms
 //   void accumulate(int qi, pos, float vs) acc_qi += V[pos] * vs
+//   void softmax(st, scores, n_query, sb)  each query's softmax chain over a block (softmax_queries, or the same
+//                                          floats computed otherwise)
 // state[qi]: the query's running maximum and softmax sum S at the end; the caller scales acc_qi by 1/S (0 when S is
 // 0, as ggml does: SoftmaxState::inverse), or keeps both as a partial result (llama.cpp's split of the cache).
 // Written once and instantiated by the scalar reference, the SIMD kernels and the F32-cache path, so the order of
@@ -21,30 +23,48 @@ namespace tt {
 constexpr int64_t kAttendBlock = 32;                // positions per block
 constexpr int64_t kScoreStride = 2 * kAttendBlock;  // between queries in a score buffer (two blocks)
 
-// The softmax chain over one block of one query's scores: for position j, whether the running maximum moved (then
-// the accumulator is rescaled by rescales[j]) and the weight of its V row. Kept out of line: its libm calls would
-// otherwise make the caller spill its register-resident accumulators at every position. Static: each kernel file
-// keeps its own copy, built with its instruction set (one shared copy from a baseline file would call libm's fmaf).
 struct SoftmaxState {
   float max_score = -INFINITY, sum = 0.0f;
   float inverse() const { return sum == 0.0f ? 0.0f : 1.0f / sum; }  // what the accumulator is scaled by
 };
-[[gnu::noinline, maybe_unused]] static void softmax_block(SoftmaxState& st, const float* scores, int64_t n,
-                                                          bool* rescaled, float* rescales, float* weights) {
+
+// One block's softmax steps for up to kAttendLanes queries, position-major: at position j, query qi's accumulator
+// is rescaled by rescales[j][qi] where bit qi of rescaled[j] says the running maximum moved, then takes V[j]
+// times weights[j][qi].
+constexpr int kAttendLanes = 4;
+struct SoftmaxBlock {
+  float rescales[kAttendBlock][kAttendLanes], weights[kAttendBlock][kAttendLanes];
+  unsigned rescaled[kAttendBlock];
+};
+
+// The softmax chain over one block of query qi's scores. Kept out of line: its libm calls would otherwise make the
+// caller spill its register-resident accumulators at every position. Static: each kernel file keeps its own copy,
+// built with its instruction set (one shared copy from a baseline file would call libm's fmaf).
+[[gnu::noinline, maybe_unused]] static void softmax_block(SoftmaxState& st, const float* scores, int64_t n, int qi,
+                                                          SoftmaxBlock& out) {
   for (int64_t j = 0; j < n; ++j) {
     const float s = scores[j];
     float ms = 1.0f, vs = 1.0f;
-    rescaled[j] = s > st.max_score;
-    if (rescaled[j]) {
+    if (s > st.max_score) {
       ms = std::exp(st.max_score - s);
       st.max_score = s;
+      out.rescaled[j] |= 1u << qi;
     } else {
       vs = std::exp(s - st.max_score);
     }
-    rescales[j] = ms;
-    weights[j] = vs;
+    out.rescales[j][qi] = ms;
+    out.weights[j][qi] = vs;
     st.sum = std::fma(st.sum, ms, vs);  // S = S*ms + vs, contracted to an FMA in llama.cpp's -march=native build
   }
+}
+
+// Every query's chain over a block, one query after another (scores of query qi at scores + qi * kScoreStride, its
+// n_query[qi] positions): the steps' default softmax.
+template <int kQ>
+void softmax_queries(SoftmaxState* st, const float* scores, const int64_t* n_query, SoftmaxBlock& out) {
+  static_assert(kQ <= kAttendLanes);
+  std::fill(out.rescaled, out.rescaled + kAttendBlock, 0u);
+  for (int qi = 0; qi < kQ; ++qi) softmax_block(st[qi], scores + qi * kScoreStride, n_query[qi], qi, out);
 }
 
 // What query qi's accumulator is scaled by at the end: 1/S, or, when the caller keeps partial results, 1 (the
@@ -61,9 +81,10 @@ void attend(Steps& steps, const int64_t* n_pos, float scale, SoftmaxState* state
   // the scores), then the accumulator updates in position order, interleaved with the next block's scores so
   // that the independent dot products fill the waits of the accumulator chains.
   constexpr int kQ = Steps::kQueries;
-  float scores[kQ * kScoreStride];  // query qi, block b, position j: [qi * kScoreStride + b * kAttendBlock + j]
-  float rescales[kQ][kAttendBlock], weights[kQ][kAttendBlock];
-  bool rescaled[kQ][kAttendBlock];
+  // Query qi, block b, position j: [qi * kScoreStride + b * kAttendBlock + j]. Zeroed: a softmax may read a block's
+  // scores in groups past its last position (and ignores them).
+  float scores[kQ * kScoreStride] = {};
+  SoftmaxBlock sb;
   SoftmaxState st[kQ];
   int64_t max_pos = 0;
   for (int qi = 0; qi < kQ; ++qi) max_pos = n_pos[qi] > max_pos ? n_pos[qi] : max_pos;
@@ -79,16 +100,15 @@ void attend(Steps& steps, const int64_t* n_pos, float scale, SoftmaxState* state
     for (int qi = 0; qi < kQ; ++qi) {
       const int64_t left = n_pos[qi] - p0;
       n_query[qi] = left < 0 ? 0 : left < nb ? left : nb;
-      softmax_block(st[qi], scores + qi * kScoreStride + block * kAttendBlock, n_query[qi], rescaled[qi], rescales[qi],
-                    weights[qi]);
     }
+    steps.softmax(st, scores + block * kAttendBlock, n_query, sb);
     float* next_scores = scores + (block ^ 1) * kAttendBlock;
     for (int64_t j = 0; j < nb; ++j) {
       if (j < nn) score(next + j, next_scores + j);  // positions a query does not attend to are scored, unused
       for (int qi = 0; qi < kQ; ++qi) {
         if (j >= n_query[qi]) continue;
-        if (rescaled[qi][j]) steps.rescale(qi, rescales[qi][j]);
-        steps.accumulate(qi, p0 + j, weights[qi][j]);
+        if (sb.rescaled[j] >> qi & 1) steps.rescale(qi, sb.rescales[j][qi]);
+        steps.accumulate(qi, p0 + j, sb.weights[j][qi]);
       }
     }
   }
@@ -100,7 +120,7 @@ void attend(Steps& steps, const int64_t* n_pos, float scale, SoftmaxState* state
 // d halves of scratch; out[qi] = acc_qi / S_qi as floats, or, with `partial`, out[qi] = acc_qi as floats and
 // partial[qi] its softmax state (a chunk of llama.cpp's split cache). Each query's result is that of a call with it
 // alone.
-constexpr int kAttendMaxQueries = 4;
+constexpr int kAttendMaxQueries = kAttendLanes;
 #define TT_ATTEND_F16_DECL(name)                                                                               \
   void name(int n_queries, const uint16_t* const* q, const int64_t* n_pos, const uint8_t* k, const uint8_t* v, \
             uint64_t stride, int64_t d, float scale, uint16_t* acc, float* const* out, SoftmaxState* partial)
@@ -120,6 +140,9 @@ struct AttendSteps {
   void score(int64_t pos, float* s) const { *s = kDot(reinterpret_cast<const T*>(k + pos * stride), q, d); }
   void rescale(int, float ms) { kScale(acc, ms, d); }
   void accumulate(int, int64_t pos, float vs) { kMad(acc, reinterpret_cast<const T*>(v + pos * stride), vs, d); }
+  void softmax(SoftmaxState* st, const float* scores, const int64_t* n_query, SoftmaxBlock& out) const {
+    softmax_queries<1>(st, scores, n_query, out);
+  }
 };
 
 // ---- The tiled path: llama.cpp's ggml_compute_forward_flash_attn_ext_tiled, which its CPU backend runs instead

@@ -196,6 +196,7 @@ void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, 
   TT_TILE_DECL(tile_repack_gemm_q4_k);                                    \
   TT_TILE_DECL(tile_q4_k_rows16_gemv);                                    \
   void swiglu_row(const float* g, const float* u, float* out, int64_t n); \
+  void expf_libm_row(const float* x, float* y, int64_t n);                \
   void rope_rotate(const float* in, float* out, const float* cos_sin, int n_dims, bool neox)
 
 namespace avx2 {
