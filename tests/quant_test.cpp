@@ -861,6 +861,17 @@ TEST(QuantRowGroups, Q4_1TilesEqualVecDotOnTheFilesRows) {
       {32, 96, 256, 2080});
 }
 
+// Q4_0's groups reproduce llama.cpp's repacked kernel (one order for every token).
+TEST(QuantRowGroups, Q4_0TilesEqualTheRepackedKernel) {
+  std::vector<GroupedCase> cases = {{"ref", ref::tile_q4_0_rows16, ref::repack_dot_q4_0}};
+  if (cpu_sets().avx2) cases.push_back({"avx2", avx2::tile_q4_0_rows16, ref::repack_dot_q4_0});
+  if (const auto& g = find_kernels(G::Q4_0)->row_groups) {
+    cases.push_back({"table single", g->single.tile, ref::repack_dot_q4_0});
+    cases.push_back({"table batch", g->batch.tile, ref::repack_dot_q4_0});
+  }
+  expect_grouped_tiles_equal(G::Q4_0, ref::group_rows_q4_0, ref::ungroup_rows_q4_0, cases, {32, 96, 256, 2080});
+}
+
 // Q4_K's groups reproduce llama.cpp's repacked kernels: the gemv (generation, the tokens of a prompt past its last
 // group of 4) and the gemm (the rest of a prompt, on AMX tiles).
 TEST(QuantRowGroups, Q4_KTilesEqualTheRepackedKernels) {

@@ -95,14 +95,17 @@ TT_VEC_DOT_DECL(repack_gemm_q2_k);
 TT_VEC_DOT_DECL(amx_dot_q8_0);
 
 // Rows in groups of 16 (RowGroups, quant.h): the layouts (reference.cpp), and their tiles as each group ungrouped
-// and the file-order kernel per output: Q8_0's and Q4_1's vec_dot; Q4_K's repacked gemv and gemm.
+// and the file-order kernel per output: Q8_0's and Q4_1's vec_dot; Q4_0's and Q4_K's repacked kernels.
 void group_rows_q8_0(const void* rows, void* grouped, int64_t n);
+void group_rows_q4_0(const void* rows, void* grouped, int64_t n);
+void ungroup_rows_q4_0(const void* grouped, void* rows, int64_t n);
 void ungroup_rows_q8_0(const void* grouped, void* rows, int64_t n);
 void group_rows_q4_k(const void* rows, void* grouped, int64_t n);
 void group_rows_q4_1(const void* rows, void* grouped, int64_t n);
 void ungroup_rows_q4_1(const void* grouped, void* rows, int64_t n);
 void ungroup_rows_q4_k(const void* grouped, void* rows, int64_t n);
 TT_TILE_DECL(tile_q8_0_rows16);
+TT_TILE_DECL(tile_q4_0_rows16);
 TT_TILE_DECL(tile_q4_1_rows16);
 TT_TILE_DECL(tile_q4_k_rows16_gemv);
 TT_TILE_DECL(tile_q4_k_rows16_gemm);
@@ -210,6 +213,7 @@ TT_TILE_DECL(tile_bf16_dp);           // ref::vec_dot_bf16_avx512bf16 per (row, 
 TT_TILE_DECL(tile_bf16_tinyblas);     // ref::dot_bf16_tinyblas per (row, token)
 TT_TILE_DECL(tile_f16_tinyblas);      // ref::dot_f16_tinyblas per (row, token)
 TT_TILE_DECL(tile_q4_k_rows16_gemm);  // ref::tile_q4_k_rows16_gemm
+TT_TILE_DECL(tile_q4_0_rows16);       // ref::tile_q4_0_rows16
 }  // namespace avx2
 namespace avx512 {  // AVX-512 F/BW/VL/DQ + VNNI
 TT_FAST_KERNELS_DECL;

@@ -165,6 +165,15 @@ PerIsa<std::optional<RowGroups>> q8_0_row_groups() {
   return out;
 }
 
+// Q4_0 rows in groups of 16 on AVX2 (every token: llama.cpp's repacked order, where N is a multiple of 8): rows in
+// lanes need no reduction of the 8 rows' sums (docs/performance.md).
+PerIsa<std::optional<RowGroups>> q4_0_row_groups() {
+  const DotKernel kernel{avx2::repack_dot_q4_0, avx2::tile_q4_0_rows16};
+  PerIsa<std::optional<RowGroups>> out;
+  out[static_cast<int>(Isa::kAvx2)] = RowGroups{ref::group_rows_q4_0, kernel, kernel};
+  return out;
+}
+
 // Q4_1 rows in groups of 16 on AVX-512 VNNI (every token, as vec_dot).
 PerIsa<std::optional<RowGroups>> q4_1_row_groups() {
   const DotKernel kernel{avx512::vec_dot_q4_1, avx512::tile_q4_1_rows16};
@@ -238,9 +247,10 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_q4_0,
        .vec_dot_ref = ref::vec_dot_q4_0,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q4_0)),
-       .batched = repacked(
-           each_isa(TT_EACH_ISA(repack_dot_q4_0), TT_SIMD(tile_repack_q4_0)),
-           amx_tile(each_isa(TT_EACH_ISA(repack_dot_q4_0), TT_SIMD(tile_repack_q4_0)), amx::tile_repack_q4_0))},
+       .batched =
+           repacked(each_isa(TT_EACH_ISA(repack_dot_q4_0), TT_SIMD(tile_repack_q4_0)),
+                    amx_tile(each_isa(TT_EACH_ISA(repack_dot_q4_0), TT_SIMD(tile_repack_q4_0)), amx::tile_repack_q4_0)),
+       .row_groups = q4_0_row_groups()},
       {.type = G::Q4_1,
        .vec_dot_type = G::Q8_1,
        .block_size = kQK4_1,

@@ -607,6 +607,13 @@ void regroup_blocks(uint8_t* rows, uint8_t* group, int64_t nb, uint64_t block_by
     }
 }
 
+// Q4_0: per block, the 16 d, then the 16 bytes of quants as 4 parts of 4.
+template <bool kToGroup>
+void regroup_q4_0(uint8_t* rows, uint8_t* group, int64_t n) {
+  regroup_blocks<kToGroup>(rows, group, n / 32, sizeof(BlockQ4_0),
+                           {{offsetof(BlockQ4_0, d), 2, 1}, {offsetof(BlockQ4_0, qs), 4, 4}});
+}
+
 // Q4_1: per block, the 16 d, the 16 m, then the 16 bytes of quants as 4 parts of 4.
 template <bool kToGroup>
 void regroup_q4_1(uint8_t* rows, uint8_t* group, int64_t n) {
@@ -654,12 +661,16 @@ void grouped_tile(void (*ungroup)(const void*, void*, int64_t), void (*dot)(int6
     regroup_##T<false>(static_cast<uint8_t*>(rows), const_cast<uint8_t*>(static_cast<const uint8_t*>(grouped)), n); \
   }
 TT_ROW_GROUP_LAYOUT(q8_0)
+TT_ROW_GROUP_LAYOUT(q4_0)
 TT_ROW_GROUP_LAYOUT(q4_1)
 TT_ROW_GROUP_LAYOUT(q4_k)
 #undef TT_ROW_GROUP_LAYOUT
 
 TT_TILE_DECL(tile_q4_1_rows16) {
   grouped_tile(ungroup_rows_q4_1, vec_dot_q4_1, n, nr, nt, x, x_row, y, y_row, out, ldo);
+}
+TT_TILE_DECL(tile_q4_0_rows16) {
+  grouped_tile(ungroup_rows_q4_0, repack_dot_q4_0, n, nr, nt, x, x_row, y, y_row, out, ldo);
 }
 TT_TILE_DECL(tile_q8_0_rows16) {
   grouped_tile(ungroup_rows_q8_0, vec_dot_q8_0, n, nr, nt, x, x_row, y, y_row, out, ldo);
