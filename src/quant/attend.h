@@ -28,12 +28,14 @@ struct SoftmaxState {
   float inverse() const { return sum == 0.0f ? 0.0f : 1.0f / sum; }  // what the accumulator is scaled by
 };
 
-// One block's softmax steps for up to kAttendLanes queries, position-major: at position j, query qi's accumulator
-// is rescaled by rescales[j][qi] where bit qi of rescaled[j] says the running maximum moved, then takes V[j]
-// times weights[j][qi].
-constexpr int kAttendLanes = 4;
+// The most queries one call serves (TT_ATTEND_F16_DECL below).
+constexpr int kAttendMaxQueries = 4;
+
+// One block's softmax steps for up to kAttendMaxQueries queries, position-major: at position j, query qi's
+// accumulator is rescaled by rescales[j][qi] where bit qi of rescaled[j] says the running maximum moved, then takes
+// V[j] times weights[j][qi].
 struct SoftmaxBlock {
-  float rescales[kAttendBlock][kAttendLanes], weights[kAttendBlock][kAttendLanes];
+  float rescales[kAttendBlock][kAttendMaxQueries], weights[kAttendBlock][kAttendMaxQueries];
   unsigned rescaled[kAttendBlock];
 };
 
@@ -62,7 +64,7 @@ struct SoftmaxBlock {
 // n_query[qi] positions): the steps' default softmax.
 template <int kQ>
 void softmax_queries(SoftmaxState* st, const float* scores, const int64_t* n_query, SoftmaxBlock& out) {
-  static_assert(kQ <= kAttendLanes);
+  static_assert(kQ <= kAttendMaxQueries);
   std::fill(out.rescaled, out.rescaled + kAttendBlock, 0u);
   for (int qi = 0; qi < kQ; ++qi) softmax_block(st[qi], scores + qi * kScoreStride, n_query[qi], qi, out);
 }
@@ -81,9 +83,7 @@ void attend(Steps& steps, const int64_t* n_pos, float scale, SoftmaxState* state
   // the scores), then the accumulator updates in position order, interleaved with the next block's scores so
   // that the independent dot products fill the waits of the accumulator chains.
   constexpr int kQ = Steps::kQueries;
-  // Query qi, block b, position j: [qi * kScoreStride + b * kAttendBlock + j]. Zeroed: a softmax may read a block's
-  // scores in groups past its last position (and ignores them).
-  float scores[kQ * kScoreStride] = {};
+  float scores[kQ * kScoreStride];  // query qi, block b, position j: [qi * kScoreStride + b * kAttendBlock + j]
   SoftmaxBlock sb;
   SoftmaxState st[kQ];
   int64_t max_pos = 0;
@@ -120,7 +120,6 @@ void attend(Steps& steps, const int64_t* n_pos, float scale, SoftmaxState* state
 // d halves of scratch; out[qi] = acc_qi / S_qi as floats, or, with `partial`, out[qi] = acc_qi as floats and
 // partial[qi] its softmax state (a chunk of llama.cpp's split cache). Each query's result is that of a call with it
 // alone.
-constexpr int kAttendMaxQueries = kAttendLanes;
 #define TT_ATTEND_F16_DECL(name)                                                                               \
   void name(int n_queries, const uint16_t* const* q, const int64_t* n_pos, const uint8_t* k, const uint8_t* v, \
             uint64_t stride, int64_t d, float scale, uint16_t* acc, float* const* out, SoftmaxState* partial)
