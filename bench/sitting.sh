@@ -4,7 +4,9 @@
 # node-llama-cpp's prebuilt libraries; built here when the oracle's node_modules are installed), then per model the
 # median and range over the rounds of each figure, as a Markdown table. The
 # machine's two-thread read bandwidth (bench --bandwidth) is measured at the start and the end, and the load average
-# is printed with each round: a sitting on a loaded machine says so.
+# is printed with each round: a sitting on a loaded machine says so. Then, for each model whose weights stream from
+# memory, one traced `bench -p 0 -n 64 -r 3 --trace` gives generation's weight reads against the probe read after
+# each repetition (the roof table).
 # Usage: bench/sitting.sh [-r ROUNDS (3)] [-b TENSORTRACE (build/tensortrace)] MODEL.gguf...
 set -euo pipefail
 rounds=3
@@ -62,6 +64,14 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 echo "bandwidth at end: $(bandwidth) (2 threads)"
+for m in "$@"; do
+  name=$(basename "$m" .gguf)
+  echo "roof $name (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  # Only the per-repetition form: weights in the last-level cache are not bounded by the roof.
+  "$bin" bench -m "$m" -p 0 -n 64 -t 2 -r 3 --trace 2>&1 >/dev/null |
+    sed -En 's/^tg64: weight reads ([0-9.]+) GB\/s .*, ([0-9]+)% of the machine.s read bandwidth \(median over the repetitions of each against the probe read after it: ([0-9]+-[0-9]+)%; the probe ([0-9.]+) GB\/s, ([0-9.]+-[0-9.]+),.*/\1 \2 \3 \4 \5/p' |
+    sed "s/^/$name /" >>"$log/roofs"
+done
 python3 - "$log/figures" "$@" <<'EOF'
 import statistics, sys, os
 rows = {}
@@ -83,3 +93,11 @@ for m in sys.argv[2:]:
         cols += [cell(tt), cell(ll), ratio(tt, ll)]
     print(f"| {name} | " + " | ".join(cols) + " |")
 EOF
+if [ -s "$log/roofs" ]; then
+  echo
+  echo "| model (traced tg64) | weight reads GB/s | share of the probe read after each repetition: median (range) | probe GB/s: median (range) |"
+  echo "|---|---:|---:|---:|"
+  while read -r name reads share shares probe probes; do
+    echo "| $name | $reads | $share% ($shares%) | $probe ($probes) |"
+  done <"$log/roofs"
+fi

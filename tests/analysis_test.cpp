@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "analysis/bandwidth.h"
 #include "analysis/cache_sim.h"
 #include "analysis/diff.h"
 #include "analysis/sample_stats.h"
@@ -1148,6 +1149,30 @@ TEST(SampleStats, SummaryOfASample) {
 
 // The sign test's interval, checked against binomial tables: n = 20 at 95% is [x_(6), x_(15)] with coverage
 // 1 - 2 P(X <= 5) = 0.9586; n = 10 is [x_(2), x_(9)], 0.9785; below n = 6 no pair of order statistics reaches 95%.
+TEST(SampleStats, RoofShareTakesEachRepetitionAgainstItsOwnProbe) {
+  // 10, 20, 15 tokens/s of 1 GB against probes of 20, 25, 30 GB/s: shares 0.5, 0.8, 0.5.
+  const std::vector<double> tps{10, 20, 15}, roofs{20e9, 25e9, 30e9};
+  const analysis::RoofShare r = analysis::roof_share(tps, roofs, 1'000'000'000);
+  EXPECT_DOUBLE_EQ(r.reads_median, 15e9);
+  EXPECT_DOUBLE_EQ(r.share_median, 0.5);
+  EXPECT_DOUBLE_EQ(r.share_low, 0.5);
+  EXPECT_DOUBLE_EQ(r.share_high, 0.8);
+  EXPECT_DOUBLE_EQ(r.roof_median, 25e9);
+  EXPECT_DOUBLE_EQ(r.roof_low, 20e9);
+  EXPECT_DOUBLE_EQ(r.roof_high, 30e9);
+  // Against the probes' median alone the share would read 0.6: the pairing is what the figure means.
+  EXPECT_THROW(analysis::roof_share(tps, std::vector<double>{20e9}, 1), Error);
+  EXPECT_THROW(analysis::roof_share(std::vector<double>{}, std::vector<double>{}, 1), Error);
+}
+
+TEST(SampleStats, WeightsStreamBeyondTheLastLevelCache) {
+  EXPECT_TRUE(analysis::streams_from_memory(33 << 20, 32 << 20));
+  EXPECT_FALSE(analysis::streams_from_memory(32 << 20, 32 << 20));
+  EXPECT_FALSE(analysis::streams_from_memory(1 << 20, 32 << 20));
+  EXPECT_TRUE(analysis::streams_from_memory(1 << 20, 0));  // unknown cache: the roof applies
+  EXPECT_GE(analysis::last_level_cache_bytes(), 0);
+}
+
 TEST(SampleStats, MedianIntervalFromOrderStatistics) {
   std::vector<double> twenty;
   for (int i = 20; i >= 1; --i) twenty.push_back(i);  // unsorted on purpose

@@ -131,15 +131,37 @@ std::string overhead_by_round_trip(const std::string& test, const std::vector<do
   return out + fmt::format(" {} pairs whose two runs met different round trips", mixed);
 }
 
-// The roof of generation: a read of an array far beyond the caches (analysis::measured_bandwidth), with 1 thread and
-// with the benchmark's threads.
+// The roof of generation: a read of an array far beyond the caches (analysis::ReadProbe), with 1 thread and with
+// the benchmark's threads.
 constexpr uint64_t kBandwidthArrayBytes = 2ull << 30;
-const analysis::Bandwidth& machine_bandwidth(int threads) {
-  return analysis::measured_bandwidth(threads, kBandwidthArrayBytes);
+
+// Generation's weight-read rate against the roof. Where a token's weights stream from memory, each repetition
+// against the probe read right after it (analysis::roof_share); where they sit in the last-level cache, the probe
+// read once after the runs (a probe between repetitions slowed synth-mini-256 Q8_0's tg64 by 5-15%, though the
+// next repetition's untimed one-token prompt step reads the weights back in).
+void print_roof(const std::string& test, int threads, uint64_t read_per_token, const std::vector<double>& tps,
+                const std::vector<double>& roofs) {
+  const std::string with = fmt::format("with {} thread{}", threads, threads > 1 ? "s" : "");
+  if (roofs.empty()) {
+    const double reads = summarize(tps).median * read_per_token,
+                 roof = analysis::measured_bandwidth(threads, kBandwidthArrayBytes).multi_thread_bytes_per_s;
+    fmt::print(stderr,
+               "{}: weight reads {:.2f} GB/s ({:.1f} MiB per token, median), {:.0f}% of the machine's read bandwidth "
+               "{:.2f} GB/s {} (read once after the runs: the weights fit the last-level cache)\n",
+               test, reads / 1e9, read_per_token / 1048576.0, 100 * reads / roof, roof / 1e9, with);
+    return;
+  }
+  const analysis::RoofShare r = analysis::roof_share(tps, roofs, read_per_token);
+  fmt::print(stderr,
+             "{}: weight reads {:.2f} GB/s ({:.1f} MiB per token, median), {:.0f}% of the machine's read bandwidth "
+             "(median over the repetitions of each against the probe read after it: {:.0f}-{:.0f}%; the probe "
+             "{:.2f} GB/s, {:.2f}-{:.2f}, {})\n",
+             test, r.reads_median / 1e9, read_per_token / 1048576.0, 100 * r.share_median, 100 * r.share_low,
+             100 * r.share_high, r.roof_median / 1e9, r.roof_low / 1e9, r.roof_high / 1e9, with);
 }
 
 int bench_bandwidth(const BenchArgs& a) {
-  const analysis::Bandwidth& bw = machine_bandwidth(a.threads);
+  const analysis::Bandwidth& bw = analysis::measured_bandwidth(a.threads, kBandwidthArrayBytes);
   fmt::print("read bandwidth ({} MiB array, best of 3 passes): {:.2f} GB/s with 1 thread", bw.array_bytes >> 20,
              bw.single_thread_bytes_per_s / 1e9);
   if (a.threads > 1) fmt::print(", {:.2f} GB/s with {} threads", bw.multi_thread_bytes_per_s / 1e9, a.threads);
@@ -280,10 +302,16 @@ int bench(BenchArgs a) {
   for (bool prompt_test : {true, false}) {
     if ((prompt_test ? a.n_prompt : a.n_gen) <= 0) continue;
     const std::string test = prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen);
+    // Generation from memory: the probe is read after each repetition, since the VM's spells move both by 10-30%
+    // (its 2 GiB are held meanwhile).
+    std::unique_ptr<analysis::ReadProbe> probe;
+    if (!prompt_test && analysis::streams_from_memory(read_per_token, analysis::last_level_cache_bytes()))
+      probe = std::make_unique<analysis::ReadProbe>(kBandwidthArrayBytes);
+    std::vector<double> roofs;
     for (bool trace : modes) measure(*model, a, prompt_test, trace, -1);  // warm-up
     std::vector<std::vector<double>> tps(modes.size()), round_trips(modes.size());
     std::vector<double> tracer_us;  // of the traced repetitions
-    for (int r = 0; r < a.reps; ++r)
+    for (int r = 0; r < a.reps; ++r) {
       for (size_t k = 0; k < modes.size(); ++k) {
         const size_t m = r % 2 ? modes.size() - 1 - k : k;
         const Measured result = measure(*model, a, prompt_test, modes[m], r);
@@ -291,17 +319,10 @@ int bench(BenchArgs a) {
         round_trips[m].push_back(result.round_trip_ns);
         if (modes[m]) tracer_us.push_back(result.tracer_us_per_token);
       }
-    for (size_t m = 0; m < modes.size(); ++m) row(test, modes[m], summarize(tps[m]));
-    if (!prompt_test) {
-      // Measured after the runs, so that its 2 GiB are not in the way of the model's pages.
-      const double achieved = summarize(tps[0]).mean * read_per_token,
-                   roof = machine_bandwidth(a.threads).multi_thread_bytes_per_s;
-      fmt::print(stderr,
-                 "{}: weight reads {:.2f} GB/s ({:.1f} MiB per token), {:.0f}% of the machine's read bandwidth {:.2f} "
-                 "GB/s with {} thread{} (bench --bandwidth)\n",
-                 test, achieved / 1e9, read_per_token / 1048576.0, 100 * achieved / roof, roof / 1e9, a.threads,
-                 a.threads > 1 ? "s" : "");
+      if (probe) roofs.push_back(probe->bytes_per_s(a.threads));
     }
+    for (size_t m = 0; m < modes.size(); ++m) row(test, modes[m], summarize(tps[m]));
+    if (!prompt_test) print_roof(test, a.threads, read_per_token, tps[0], roofs);
     if (a.threads > 1) {
       std::vector<double> all_round_trips;
       for (const auto& v : round_trips) all_round_trips.insert(all_round_trips.end(), v.begin(), v.end());

@@ -1,6 +1,7 @@
 #include "analysis/bandwidth.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/sample_stats.h"
 #include "core/clock.h"
+#include "core/error.h"
 #include "core/mapped_file.h"
 
 namespace tt::analysis {
@@ -74,6 +77,44 @@ nlohmann::json Bandwidth::to_json() const {
                                  array_bytes >> 20)}};
 }
 
+// On huge pages, as the weights are read (FileResidency::IN_MEMORY): on 4 KiB pages the probe measures TLB misses.
+ReadProbe::ReadProbe(uint64_t array_bytes)
+    : memory_(std::make_unique<HugePageMemory>(std::max<uint64_t>(array_bytes / 8 * 8, 8))) {
+  uint64_t* data = reinterpret_cast<uint64_t*>(memory_->data());
+  for (size_t i = 0; i < memory_->size() / 8; ++i) data[i] = i;
+}
+ReadProbe::~ReadProbe() = default;
+
+uint64_t ReadProbe::array_bytes() const { return memory_->size(); }
+
+double ReadProbe::bytes_per_s(int threads) {
+  return measure(reinterpret_cast<const uint64_t*>(memory_->data()), array_bytes() / 8, std::max(1, threads));
+}
+
+RoofShare roof_share(std::span<const double> tokens_per_s, std::span<const double> roofs, uint64_t bytes_per_token) {
+  TT_CHECK(!roofs.empty() && roofs.size() == tokens_per_s.size(), "{} repetitions against {} probe reads",
+           tokens_per_s.size(), roofs.size());
+  std::vector<double> shares;
+  for (size_t r = 0; r < roofs.size(); ++r) shares.push_back(tokens_per_s[r] * bytes_per_token / roofs[r]);
+  const auto [low, high] = std::minmax_element(shares.begin(), shares.end());
+  const auto [slow, fast] = std::minmax_element(roofs.begin(), roofs.end());
+  return {.reads_median = summarize(tokens_per_s).median * bytes_per_token,
+          .share_median = summarize(shares).median,
+          .share_low = *low,
+          .share_high = *high,
+          .roof_median = summarize(roofs).median,
+          .roof_low = *slow,
+          .roof_high = *fast};
+}
+
+bool streams_from_memory(uint64_t bytes, int64_t last_level_cache) {
+  return last_level_cache <= 0 || bytes > static_cast<uint64_t>(last_level_cache);
+}
+
+int64_t last_level_cache_bytes() {
+  return std::max<int64_t>({::sysconf(_SC_LEVEL3_CACHE_SIZE), ::sysconf(_SC_LEVEL2_CACHE_SIZE), 0});
+}
+
 const Bandwidth& measured_bandwidth(int threads, uint64_t array_bytes) {
   static std::mutex mu;
   static std::map<std::pair<int, uint64_t>, Bandwidth> cache;
@@ -81,16 +122,12 @@ const Bandwidth& measured_bandwidth(int threads, uint64_t array_bytes) {
   threads = std::max(1, threads);
   auto it = cache.find({threads, array_bytes});
   if (it != cache.end()) return it->second;
-  const size_t bytes = std::max<uint64_t>(array_bytes / 8 * 8, 8);
-  // On huge pages, as the weights are read (FileResidency::IN_MEMORY): on 4 KiB pages the probe measures TLB misses.
-  HugePageMemory memory(bytes);
-  uint64_t* data = reinterpret_cast<uint64_t*>(memory.data());
-  for (size_t i = 0; i < bytes / 8; ++i) data[i] = i;
+  ReadProbe probe(array_bytes);
   Bandwidth b;
   b.threads = threads;
-  b.array_bytes = bytes;
-  b.single_thread_bytes_per_s = measure(data, bytes / 8, 1);
-  b.multi_thread_bytes_per_s = threads > 1 ? measure(data, bytes / 8, threads) : b.single_thread_bytes_per_s;
+  b.array_bytes = probe.array_bytes();
+  b.single_thread_bytes_per_s = probe.bytes_per_s(1);
+  b.multi_thread_bytes_per_s = threads > 1 ? probe.bytes_per_s(threads) : b.single_thread_bytes_per_s;
   return cache.emplace(std::make_pair(threads, array_bytes), b).first->second;
 }
 

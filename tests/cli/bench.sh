@@ -61,9 +61,11 @@ grep -q "round trip" "$scratch/plain-err" && fail "one thread: a round trip prin
 [ "$(grep -c '| tg4 |' "$scratch/plain")" -eq 1 ] || fail "plain bench: expected one tg4 row: $(cat "$scratch/plain")"
 grep -q 'traced/untraced' "$scratch/plain" && fail "plain bench printed an overhead line"
 
-# Generation's weight-read rate beside the machine's read bandwidth (the --bandwidth probe), on stderr.
-grep -Eq '^tg4: weight reads [0-9]+\.[0-9]{2} GB/s \([0-9]+\.[0-9] MiB per token\), [0-9]+% of the machine'"'"'s read bandwidth [0-9]+\.[0-9]{2} GB/s with 1 thread \(bench --bandwidth\)$' \
+# Generation's weight-read rate beside the machine's read bandwidth, on stderr: for weights that fit the last-level
+# cache, the probe read once after the runs (the per-repetition form: SampleStats.RoofShare*).
+grep -Eq '^tg4: weight reads [0-9]+\.[0-9]{2} GB/s \([0-9]+\.[0-9] MiB per token, median\), [0-9]+% of the machine'"'"'s read bandwidth [0-9]+\.[0-9]{2} GB/s with 1 thread \(read once after the runs: the weights fit the last-level cache\)$' \
   "$scratch/plain-err" || fail "plain bench: no weight-read rate beside the read bandwidth: $(cat "$scratch/plain-err")"
+grep -Eq ' 0\.00 GB/s' "$scratch/plain-err" && fail "plain bench: a rate of 0: $(cat "$scratch/plain-err")"
 
 # --bandwidth: the probe alone, no model needed; 1 thread and -t threads.
 if "$bin" bench --bandwidth -t 2 >"$scratch/bw" 2>"$scratch/bw-err"; then
