@@ -280,9 +280,17 @@ int bench(BenchArgs a) {
   std::unique_ptr<Model> model = load_model(a.model, residency);
   uint64_t weight_bytes = 0;
   for (const GgufTensorInfo& t : model->file->tensors()) weight_bytes += t.size_bytes;
-  // Generation reads every weight once per token except the embedding table (only one row).
+  // Generation reads every weight once per token except the embedding table (only one row) and, of each expert
+  // tensor, all but the n_expert_used experts the token is routed to.
   const GgufTensorInfo* embd = model->file->find_tensor("token_embd.weight");
-  const uint64_t read_per_token = weight_bytes - (model->weights.output_tied ? 0 : embd->size_bytes);
+  const uint64_t read_set = weight_bytes - (model->weights.output_tied ? 0 : embd->size_bytes);  // over the tokens
+  uint64_t read_per_token = read_set;
+  for (const LayerWeights& l : model->weights.layers)
+    for (const Tensor* t : {l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps})
+      if (t) {
+        const uint64_t bytes = model->file->find_tensor(t->name)->size_bytes, n = model->config.n_expert;
+        read_per_token -= bytes - bytes / n * model->config.n_expert_used;
+      }
 
   fmt::print("| model | size | params | backend | threads | trace | test | t/s |\n");
   fmt::print("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |\n");
@@ -302,10 +310,11 @@ int bench(BenchArgs a) {
   for (bool prompt_test : {true, false}) {
     if ((prompt_test ? a.n_prompt : a.n_gen) <= 0) continue;
     const std::string test = prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen);
-    // Generation from memory: the probe is read after each repetition, since the VM's spells move both by 10-30%
+    // Generation from memory (the weights the tokens read beyond the last-level cache, whichever experts they take):
+    // the probe is read after each repetition, since the VM's spells move both by 10-30%
     // (its 2 GiB are held meanwhile).
     std::unique_ptr<analysis::ReadProbe> probe;
-    if (!prompt_test && analysis::streams_from_memory(read_per_token, analysis::last_level_cache_bytes()))
+    if (!prompt_test && analysis::streams_from_memory(read_set, analysis::last_level_cache_bytes()))
       probe = std::make_unique<analysis::ReadProbe>(kBandwidthArrayBytes);
     std::vector<double> roofs;
     for (bool trace : modes) measure(*model, a, prompt_test, trace, -1);  // warm-up

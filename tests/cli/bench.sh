@@ -67,6 +67,28 @@ grep -Eq '^tg4: weight reads [0-9]+\.[0-9]{2} GB/s \([0-9]+\.[0-9] MiB per token
   "$scratch/plain-err" || fail "plain bench: no weight-read rate beside the read bandwidth: $(cat "$scratch/plain-err")"
 grep -Eq ' 0\.00 GB/s' "$scratch/plain-err" && fail "plain bench: a rate of 0: $(cat "$scratch/plain-err")"
 
+# A mixture of experts reads, of each expert tensor, the experts a token is routed to: its bytes per token are the
+# weights' less the embedding table and less the unused experts' share (counted here from inspect --json).
+moe=$repo/../shared/models/synth-qwen3moe-256.Q4_K_M.gguf
+if [ ! -f "$moe" ]; then
+  echo "SKIP: a mixture of experts' bytes per token ($moe is absent)"
+else
+  expected=$("$bin" inspect --json "$moe" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+total = sum(t["size_bytes"] for t in d["tensors"])
+names = {t["name"] for t in d["tensors"]}
+total -= sum(t["size_bytes"] for t in d["tensors"] if t["name"] == "token_embd.weight" and "output.weight" in names)
+total -= sum(t["size_bytes"] * (64 - 8) // 64 for t in d["tensors"] if "_exps." in t["name"])
+print(f"{total / 1048576:.1f}")')
+  "$bin" bench -m "$moe" -p 0 -n 2 -t 1 -r 1 >/dev/null 2>"$scratch/moe-err" || fail "bench on $moe exited non-zero"
+  grep -q "^tg2: weight reads [0-9.]* GB/s ($expected MiB per token, median)" "$scratch/moe-err" ||
+    fail "bench on $moe: not $expected MiB per token (its 8 of 64 experts): $(cat "$scratch/moe-err")"
+  layout=$("$bin" inspect "$moe")
+  grep -Eq 'expert_count +64$' <<<"$layout" || fail "$moe: not 64 experts (the check above assumes 64, 8 used)"
+  grep -Eq 'expert_used_count +8$' <<<"$layout" || fail "$moe: not 8 experts used"
+fi
+
 # --bandwidth: the probe alone, no model needed; 1 thread and -t threads.
 if "$bin" bench --bandwidth -t 2 >"$scratch/bw" 2>"$scratch/bw-err"; then
   grep -Eq '^read bandwidth \(2048 MiB array, best of 3 passes\): [0-9]+\.[0-9]{2} GB/s with 1 thread, [0-9]+\.[0-9]{2} GB/s with 2 threads$' \
