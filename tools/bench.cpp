@@ -135,10 +135,9 @@ std::string overhead_by_round_trip(const std::string& test, const std::vector<do
 // the benchmark's threads.
 constexpr uint64_t kBandwidthArrayBytes = 2ull << 30;
 
-// Generation's weight-read rate against the roof. Where a token's weights stream from memory, each repetition
-// against the probe read right after it (analysis::roof_share); where they sit in the last-level cache, the probe
-// read once after the runs (a probe between repetitions slowed synth-mini-256 Q8_0's tg64 by 5-15%, though the
-// next repetition's untimed one-token prompt step reads the weights back in).
+// Generation's weight-read rate against the roof. Where the weights stream from memory, each repetition against the
+// probe read right after it (analysis::roof_share); where they sit in the last-level cache, the probe read once after
+// the runs, since a probe between repetitions slows a cached model's next one (docs/performance.md "Method").
 void print_roof(const std::string& test, int threads, uint64_t read_per_token, const std::vector<double>& tps,
                 const std::vector<double>& roofs) {
   const std::string with = fmt::format("with {} thread{}", threads, threads > 1 ? "s" : "");

@@ -1,5 +1,6 @@
-// The machine's memory read bandwidth, measured once per process: a vectorised sum over a large array that does
-// not fit in the caches, on one thread and on n threads (each reading its own share).
+// The machine's memory read bandwidth: a vectorised sum over a large array that does not fit in the caches, on one
+// thread and on n threads (each reading its own share); measured once per process (measured_bandwidth) or as often
+// as asked (ReadProbe). And generation's weight reads against it (roof_share).
 #pragma once
 
 #include <cstdint>
