@@ -43,6 +43,7 @@ struct BenchArgs {
   bool io = false;              // only the model file's storage read rates
   bool json = false;            // --io: print JSON
   std::string kernel_isa = "auto";
+  std::string probe = "auto";  // generation's bandwidth probe: each (after every repetition), once, auto
 };
 
 using analysis::SampleSummary;
@@ -135,9 +136,10 @@ std::string overhead_by_round_trip(const std::string& test, const std::vector<do
 // the benchmark's threads.
 constexpr uint64_t kBandwidthArrayBytes = 2ull << 30;
 
-// Generation's weight-read rate against the roof. Where the weights stream from memory, each repetition against the
-// probe read right after it (analysis::roof_share); where they sit in the last-level cache, the probe read once after
-// the runs, since a probe between repetitions slows a cached model's next one (docs/performance.md "Method").
+// Generation's weight-read rate against the roof: with `roofs` (--probe each, or auto where the weights stream from
+// memory), each repetition against the probe read right after it (analysis::roof_share); without, the probe read
+// once after the runs, since a probe between repetitions slows a cached model's next one (docs/performance.md
+// "Method").
 void print_roof(const std::string& test, int threads, uint64_t read_per_token, const std::vector<double>& tps,
                 const std::vector<double>& roofs) {
   const std::string with = fmt::format("with {} thread{}", threads, threads > 1 ? "s" : "");
@@ -146,7 +148,7 @@ void print_roof(const std::string& test, int threads, uint64_t read_per_token, c
                  roof = analysis::measured_bandwidth(threads, kBandwidthArrayBytes).multi_thread_bytes_per_s;
     fmt::print(stderr,
                "{}: weight reads {:.2f} GB/s ({:.1f} MiB per token, median), {:.0f}% of the machine's read bandwidth "
-               "{:.2f} GB/s {} (read once after the runs: the weights fit the last-level cache)\n",
+               "{:.2f} GB/s {} (read once after the runs)\n",
                test, reads / 1e9, read_per_token / 1048576.0, 100 * reads / roof, roof / 1e9, with);
     return;
   }
@@ -309,12 +311,14 @@ int bench(BenchArgs a) {
   for (bool prompt_test : {true, false}) {
     if ((prompt_test ? a.n_prompt : a.n_gen) <= 0) continue;
     const std::string test = prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen);
-    // Generation from memory (the weights the tokens read beyond the last-level cache, whichever experts they take):
-    // the probe is read after each repetition, since the VM's spells move both by 10-30%
-    // (its 2 GiB are held meanwhile).
+    // Generation from memory (--probe auto: the weights the tokens read, whichever experts they take, beyond the
+    // last-level cache): the probe is read after each repetition, since the VM's spells move both by 10-30% (its
+    // 2 GiB are held meanwhile).
+    const bool probe_each =
+        a.probe == "each" ||
+        (a.probe == "auto" && analysis::streams_from_memory(read_set, analysis::last_level_cache_bytes()));
     std::unique_ptr<analysis::ReadProbe> probe;
-    if (!prompt_test && analysis::streams_from_memory(read_set, analysis::last_level_cache_bytes()))
-      probe = std::make_unique<analysis::ReadProbe>(kBandwidthArrayBytes);
+    if (!prompt_test && probe_each) probe = std::make_unique<analysis::ReadProbe>(kBandwidthArrayBytes);
     std::vector<double> roofs;
     for (bool trace : modes) measure(*model, a, prompt_test, trace, -1);  // warm-up
     std::vector<std::vector<double>> tps(modes.size()), round_trips(modes.size());
@@ -409,6 +413,11 @@ RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's
                "Only measure the model file's storage read rates, sequential and 4 KiB random (O_DIRECT, past the "
                "page cache)");
   cmd.add_flag("--json", a->json, "With --io: print the rates as JSON (analyze --io-rates reads it)");
+  cmd.add_option("--probe", a->probe,
+                 "Generation's bandwidth probe: read after each repetition and each taken against its own (each), "
+                 "once after the runs (once), or each where the weights exceed the last-level cache the CPU reports "
+                 "(auto; a VM may report another size than the host's)")
+      ->check(CLI::IsMember({"auto", "each", "once"}));
   add_kernel_isa_option(cmd, a->kernel_isa, "the table's backend column names the one used");
   return [a]() { return bench(*a); };
 });

@@ -62,10 +62,21 @@ grep -q "round trip" "$scratch/plain-err" && fail "one thread: a round trip prin
 grep -q 'traced/untraced' "$scratch/plain" && fail "plain bench printed an overhead line"
 
 # Generation's weight-read rate beside the machine's read bandwidth, on stderr: for weights that fit the last-level
-# cache, the probe read once after the runs (the per-repetition form: SampleStats.RoofShare*).
-grep -Eq '^tg4: weight reads [0-9]+\.[0-9]{2} GB/s \([0-9]+\.[0-9] MiB per token, median\), [0-9]+% of the machine'"'"'s read bandwidth [0-9]+\.[0-9]{2} GB/s with 1 thread \(read once after the runs: the weights fit the last-level cache\)$' \
+# cache (--probe auto), the probe read once after the runs.
+grep -Eq '^tg4: weight reads [0-9]+\.[0-9]{2} GB/s \([0-9]+\.[0-9] MiB per token, median\), [0-9]+% of the machine'"'"'s read bandwidth [0-9]+\.[0-9]{2} GB/s with 1 thread \(read once after the runs\)$' \
   "$scratch/plain-err" || fail "plain bench: no weight-read rate beside the read bandwidth: $(cat "$scratch/plain-err")"
 grep -Eq ' 0\.00 GB/s' "$scratch/plain-err" && fail "plain bench: a rate of 0: $(cat "$scratch/plain-err")"
+
+# --probe each: the probe read after each repetition, each repetition against its own (the form bench/sitting.sh
+# parses); no such line for a prompt-only run.
+"$bin" bench -m "$model" -p 0 -n 4 -t 2 -r 3 --probe each >/dev/null 2>"$scratch/each-err" || fail "bench --probe each exited non-zero"
+grep -Eq '^tg4: weight reads [0-9]+\.[0-9]{2} GB/s \([0-9]+\.[0-9] MiB per token, median\), [0-9]+% of the machine'"'"'s read bandwidth \(median over the repetitions of each against the probe read after it: [0-9]+-[0-9]+%; the probe [0-9]+\.[0-9]{2} GB/s, [0-9]+\.[0-9]{2}-[0-9]+\.[0-9]{2}, with 2 threads\)$' \
+  "$scratch/each-err" || fail "bench --probe each: no per-repetition roof: $(cat "$scratch/each-err")"
+grep -Eq ' 0\.00 GB/s' "$scratch/each-err" && fail "bench --probe each: a rate of 0: $(cat "$scratch/each-err")"
+"$bin" bench -m "$model" -p 4 -n 0 -t 1 -r 1 --probe each >/dev/null 2>"$scratch/pp-err" || fail "bench -n 0 --probe each exited non-zero"
+grep -q "weight reads" "$scratch/pp-err" && fail "bench -n 0: a weight-read line without generation"
+"$bin" bench -m "$model" -p 0 -n 4 --probe always >/dev/null 2>"$scratch/bad-probe" && fail "bench --probe always accepted"
+grep -q -- "--probe" "$scratch/bad-probe" || fail "bench --probe always: the error does not name the option: $(cat "$scratch/bad-probe")"
 
 # A mixture of experts reads, of each expert tensor, the experts a token is routed to: its bytes per token are the
 # weights' less the embedding table and less the unused experts' share (counted here from inspect --json).
