@@ -1147,8 +1147,6 @@ TEST(SampleStats, SummaryOfASample) {
   EXPECT_EQ(summarize(std::vector<double>{3}).std, 0);
 }
 
-// The sign test's interval, checked against binomial tables: n = 20 at 95% is [x_(6), x_(15)] with coverage
-// 1 - 2 P(X <= 5) = 0.9586; n = 10 is [x_(2), x_(9)], 0.9785; below n = 6 no pair of order statistics reaches 95%.
 TEST(SampleStats, RoofShareTakesEachRepetitionAgainstItsOwnProbe) {
   // 10, 20, 15 tokens/s of 1 GB against probes of 20, 25, 30 GB/s: shares 0.5, 0.8, 0.5.
   const std::vector<double> tps{10, 20, 15}, roofs{20e9, 25e9, 30e9};
@@ -1173,6 +1171,8 @@ TEST(SampleStats, WeightsStreamBeyondTheLastLevelCache) {
   EXPECT_GE(analysis::last_level_cache_bytes(), 0);
 }
 
+// The sign test's interval, checked against binomial tables: n = 20 at 95% is [x_(6), x_(15)] with coverage
+// 1 - 2 P(X <= 5) = 0.9586; n = 10 is [x_(2), x_(9)], 0.9785; below n = 6 no pair of order statistics reaches 95%.
 TEST(SampleStats, MedianIntervalFromOrderStatistics) {
   std::vector<double> twenty;
   for (int i = 20; i >= 1; --i) twenty.push_back(i);  // unsorted on purpose

@@ -288,10 +288,7 @@ int bench(BenchArgs a) {
   uint64_t read_per_token = read_set;
   for (const LayerWeights& l : model->weights.layers)
     for (const Tensor* t : {l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps})
-      if (t) {
-        const uint64_t bytes = model->file->find_tensor(t->name)->size_bytes, n = model->config.n_expert;
-        read_per_token -= bytes - bytes / n * model->config.n_expert_used;
-      }
+      if (t) read_per_token -= t->row_size() * t->ne[1] * (t->ne[2] - model->config.n_expert_used);  // unused slabs
 
   fmt::print("| model | size | params | backend | threads | trace | test | t/s |\n");
   fmt::print("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |\n");
@@ -308,15 +305,14 @@ int bench(BenchArgs a) {
   // drift (large on a shared VM) falls on both alike; the overhead is the mean of the pairs' ratios.
   std::vector<bool> modes = a.trace_overhead ? std::vector<bool>{false, true} : std::vector<bool>{a.trace};
   std::vector<std::string> overhead_lines;
+  // Generation from memory (--probe auto: the weights the tokens read, whichever experts they take, beyond the
+  // last-level cache): the probe is read after each repetition, since the VM's spells move both by 10-30% (its
+  // 2 GiB are held meanwhile).
+  const bool probe_each = a.probe == "each" || (a.probe == "auto" && analysis::streams_from_memory(
+                                                                         read_set, analysis::last_level_cache_bytes()));
   for (bool prompt_test : {true, false}) {
     if ((prompt_test ? a.n_prompt : a.n_gen) <= 0) continue;
     const std::string test = prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen);
-    // Generation from memory (--probe auto: the weights the tokens read, whichever experts they take, beyond the
-    // last-level cache): the probe is read after each repetition, since the VM's spells move both by 10-30% (its
-    // 2 GiB are held meanwhile).
-    const bool probe_each =
-        a.probe == "each" ||
-        (a.probe == "auto" && analysis::streams_from_memory(read_set, analysis::last_level_cache_bytes()));
     std::unique_ptr<analysis::ReadProbe> probe;
     if (!prompt_test && probe_each) probe = std::make_unique<analysis::ReadProbe>(kBandwidthArrayBytes);
     std::vector<double> roofs;
