@@ -215,17 +215,17 @@ BENCHMARK(attend_tiled_unit)
     ->ArgNames({"positions", "d"})
     ->ArgsProduct({{128, 512}, {32, 64, 128}});
 
-// Generation's matrix-vector product as mul_mat runs it: one token through the kernel a lone token gets, over a
-// matrix of `rows` rows (n = 4096) in 16-row tiles. 512 rows stay in L2 (the kernel's own speed); 131072 rows
-// (0.3-1.1 GB) stream from memory (compare with `tensortrace bench --bandwidth`'s one-thread figure). bytes/s of
+// Generation's matrix-vector product: one token through the kernel a lone token gets, over a matrix of `rows` rows
+// (n = 4096), `per_call` rows a call (16: a tile; 0: all of them in one call, as mul_mat gives a lone token a
+// thread's whole chunk of rows). 512 rows stay in the caches (the kernel's own speed); 131072 rows (0.3-1.1 GB)
+// stream from memory (compare with `tensortrace bench --bandwidth`'s one-thread figure). bytes/s of
 // weights. The large matrix repeats the fixture's rows (speed does not depend on the values).
 // `grouped`: the rows stored in groups of 16 (RowGroups) where the loader stores them so, with the kernel a lone token
 // gets on them.
 void gemv(benchmark::State& state, GgmlType type, bool grouped) {
   const QuantKernels* k = find_kernels(type);
   const Fixture& f = fixture(type);
-  const int64_t rows = state.range(0);
-  constexpr int64_t kRowTile = 16;
+  const int64_t rows = state.range(0), per_call = state.range(1) == 0 ? rows : state.range(1);
   if (grouped && !k->groups_rows(kN, rows)) return state.SkipWithError("this CPU does not store these rows in groups");
   std::vector<uint8_t> source = f.weights;  // the fixture's rows, grouped where asked
   if (grouped)
@@ -240,8 +240,8 @@ void gemv(benchmark::State& state, GgmlType type, bool grouped) {
                                    : k->vec_dot;
   std::vector<float> out(rows);
   for (auto _ : state) {
-    for (int64_t r0 = 0; r0 < rows; r0 += kRowTile)
-      dot.run_tile(kN, kRowTile, 1, weights.data() + r0 * f.row_bytes, f.row_bytes, f.act.data(), 0, out.data() + r0,
+    for (int64_t r0 = 0; r0 < rows; r0 += per_call)
+      dot.run_tile(kN, per_call, 1, weights.data() + r0 * f.row_bytes, f.row_bytes, f.act.data(), 0, out.data() + r0,
                    rows);
     benchmark::DoNotOptimize(out.data());
   }
@@ -288,14 +288,13 @@ const int kRegistered = [] {
   benchmark::RegisterBenchmark("Gemm/Q6_K/amx", gemm_amx, GgmlType::Q6_K,
                                DotKernel{avx512::vec_dot_q6_k, amx::tile_q6_k})
       ->Apply(row_lengths);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
+  for (GgmlType t : {GgmlType::BF16, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
     for (bool grouped : {false, true}) {
       if (grouped && !find_kernels(t)->row_groups) continue;
       const std::string name = "Gemv/" + std::string(type_name(t)) + (grouped ? "/grouped" : "");
       benchmark::RegisterBenchmark(name.c_str(), gemv, t, grouped)
-          ->ArgName("rows")
-          ->Arg(512)
-          ->Arg(131072)
+          ->ArgNames({"rows", "per_call"})
+          ->ArgsProduct({{512, 131072}, {16, 0}})
           ->MinTime(1.0);
     }
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F16}) {

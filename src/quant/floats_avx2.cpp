@@ -313,10 +313,12 @@ inline void dpbf16_fma(Bf16Lanes& acc, const Bf16Step& x, const Bf16Step& y) {
   acc.hi = _mm256_fmadd_ps(x.even[1], y.even[1], _mm256_fmadd_ps(x.odd[1], y.odd[1], acc.hi));
 }
 
-// ggml_vec_dot_bf16's order: two accumulators over alternate 32-element steps, the tail in double. The FMAs can also
-// give x's span (kSpan: *x_span), for the caller to check them with: the row streams once.
+// ggml_vec_dot_bf16's order: two accumulators over alternate 32-element steps, the tail in double. The FMAs take y
+// as steps already split (token_steps: a token's steps serve all the rows of a call) and can also give x's span
+// (kSpan: *x_span), for the caller to check them with: the row streams once.
 template <bool kFused, bool kSpan = false>
-float dot_bf16_dp(int64_t n, const uint16_t* x, const uint16_t* y, Bf16Span* x_span = nullptr) {
+float dot_bf16_dp(int64_t n, const uint16_t* x, const uint16_t* y, const Bf16Step* y_steps = nullptr,
+                  Bf16Span* x_span = nullptr) {
   static_assert(kFused || !kSpan);
   Bf16Lanes c1, c2;
   Bf16SpanLanes lanes;
@@ -324,8 +326,8 @@ float dot_bf16_dp(int64_t n, const uint16_t* x, const uint16_t* y, Bf16Span* x_s
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     if constexpr (kFused) {
-      dpbf16_fma(c1, bf16_step(x + i, span), bf16_step(y + i));
-      dpbf16_fma(c2, bf16_step(x + i + 32, span), bf16_step(y + i + 32));
+      dpbf16_fma(c1, bf16_step(x + i, span), y_steps[i / 32]);
+      dpbf16_fma(c2, bf16_step(x + i + 32, span), y_steps[i / 32 + 1]);
     } else {
       dpbf16(c1, x + i, y + i);
       dpbf16(c2, x + i + 32, y + i + 32);
@@ -374,6 +376,18 @@ const Bf16Span* token_spans(int64_t n, int64_t nt, const uint8_t* y, uint64_t y_
   for (int64_t t = 0; t < nt; ++t) spans[t] = bf16_span(reinterpret_cast<const uint16_t*>(y + t * y_row), n);
   return spans.data();
 }
+
+// The whole 32-element steps of nt token rows, split once for all the rows of a call (token t's from
+// t * n / 32; in this thread's buffer, as above).
+const Bf16Step* token_steps(int64_t n, int64_t nt, const uint8_t* y, uint64_t y_row) {
+  thread_local std::vector<Bf16Step> steps;
+  const int64_t per_token = n / 32;
+  if (steps.size() < static_cast<size_t>(nt * per_token)) steps.resize(nt * per_token);
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t k = 0; k < per_token; ++k)
+      steps[t * per_token + k] = bf16_step(reinterpret_cast<const uint16_t*>(y + t * y_row) + 32 * k);
+  return steps.data();
+}
 }  // namespace
 
 void vec_dot_bf16_dp(int64_t n, float* result, const void* x, const void* y) {
@@ -381,20 +395,22 @@ void vec_dot_bf16_dp(int64_t n, float* result, const void* x, const void* y) {
 }
 
 // Each token's span read once, each row's as its first token's FMAs stream it; a (row, token) whose spans fma_exact
-// allows keeps the FMAs' result, the others take the emulation.
+// allows keeps the FMAs' result, the others take the emulation. The tokens' steps are split once for all the rows.
 TT_TILE_DECL(tile_bf16_dp) {
   if (nt == 0) return;
   const auto* xb = static_cast<const uint8_t*>(x);
   const auto* yb = static_cast<const uint8_t*>(y);
   const Bf16Span* tokens = token_spans(n, nt, yb, y_row);
+  const Bf16Step* steps = token_steps(n, nt, yb, y_row);
   for (int64_t r = 0; r < nr; ++r) {
     const auto* xr = reinterpret_cast<const uint16_t*>(xb + r * x_row);
     Bf16Span row;
-    const float first = dot_bf16_dp<true, true>(n, xr, reinterpret_cast<const uint16_t*>(yb), &row);
     for (int64_t t = 0; t < nt; ++t) {
       const auto* yt = reinterpret_cast<const uint16_t*>(yb + t * y_row);
-      const bool exact = fma_exact(row, tokens[t]);
-      out[t * ldo + r] = !exact ? dot_bf16_dp<false>(n, xr, yt) : t == 0 ? first : dot_bf16_dp<true>(n, xr, yt);
+      const Bf16Step* yt_steps = steps + t * (n / 32);
+      const float fused =
+          t == 0 ? dot_bf16_dp<true, true>(n, xr, yt, yt_steps, &row) : dot_bf16_dp<true>(n, xr, yt, yt_steps);
+      out[t * ldo + r] = fma_exact(row, tokens[t]) ? fused : dot_bf16_dp<false>(n, xr, yt);
     }
   }
 }
