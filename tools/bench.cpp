@@ -34,6 +34,7 @@ struct BenchArgs {
   std::string model;
   int n_prompt = 128;
   int n_gen = 64;
+  int depth = 0;  // tokens in the cache before each test (llama-bench's -d)
   int threads = 0;
   int reps = 5;
   bool trace = false;
@@ -62,15 +63,22 @@ struct Measured {
 };
 constexpr int kRoundTrips = 2000;
 Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool trace, int rep) {
-  Engine engine(model, {std::max(a.n_prompt, a.n_gen + 1) + 8, a.threads, GgmlType::F16});
+  Engine engine(model, {a.depth + std::max(a.n_prompt, a.n_gen + 1) + 8, a.threads, GgmlType::F16});
+  const int32_t bos = std::max(model.tokenizer->bos(), 0);
+  auto token = [&](int i) { return i == 0 ? bos : static_cast<int32_t>((i * 7919) % model.config.n_vocab); };
+  if (a.depth > 0) {  // the cache filled first, untimed and untraced, as llama-bench's -d
+    GenerateOptions fill;
+    for (int i = 0; i < a.depth; ++i) fill.prompt_tokens.push_back(token(i));
+    fill.n_predict = 0;
+    generate(engine, fill, nullptr, nullptr);
+  }
   GenerateOptions go;
   go.sampling.temperature = 0;
-  const int32_t bos = std::max(model.tokenizer->bos(), 0);
   if (prompt_test) {
-    for (int i = 0; i < a.n_prompt; ++i) go.prompt_tokens.push_back(i == 0 ? bos : (i * 7919) % model.config.n_vocab);
+    for (int i = 0; i < a.n_prompt; ++i) go.prompt_tokens.push_back(token(a.depth + i));
     go.n_predict = 0;
   } else {
-    go.prompt_tokens = {bos};
+    go.prompt_tokens = {token(a.depth)};
     go.n_predict = a.n_gen + 1;  // n_gen decode steps after the one-token prompt
   }
   std::unique_ptr<RunDirWriter> dir;
@@ -312,7 +320,8 @@ int bench(BenchArgs a) {
                                                                          read_set, analysis::last_level_cache_bytes()));
   for (bool prompt_test : {true, false}) {
     if ((prompt_test ? a.n_prompt : a.n_gen) <= 0) continue;
-    const std::string test = prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen);
+    const std::string test = (prompt_test ? fmt::format("pp{}", a.n_prompt) : fmt::format("tg{}", a.n_gen)) +
+                             (a.depth > 0 ? fmt::format(" @ d{}", a.depth) : "");
     std::unique_ptr<analysis::ReadProbe> probe;
     if (!prompt_test && probe_each) probe = std::make_unique<analysis::ReadProbe>(kBandwidthArrayBytes);
     std::vector<double> roofs;
@@ -396,6 +405,10 @@ RegisterCommand reg("bench", "Measure prompt and generation speed (llama-bench's
   cmd.add_option("-m,--model", a->model, "GGUF model file (required unless --bandwidth)");
   cmd.add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens (0: skip)")->check(range(0, 1 << 16));
   cmd.add_option("-n,--n-gen", a->n_gen, "Generated tokens (0: skip)")->check(range(0, 1 << 16));
+  cmd.add_option("-d,--depth", a->depth,
+                 "Tokens in the KV cache before each test (filled untimed, as llama-bench's -d): generation and "
+                 "prompts at that context length")
+      ->check(range(0, 1 << 20));
   cmd.add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(range(1, kMaxThreads));
   cmd.add_option("-r,--repetitions", a->reps, "Repetitions after the warm-up")->check(range(1, 1000));
   cmd.add_flag("--trace", a->trace, "Trace (default contents) while measuring");

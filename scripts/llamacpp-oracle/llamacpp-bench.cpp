@@ -3,7 +3,9 @@
 // node-llama-cpp's prebuilt llama.cpp libraries so that llama.cpp's generation can be set beside `tensortrace
 // bench` in one sitting (node-llama-cpp's own calls cost ~12 ms a token). Built by build-bench.sh against the
 // headers of the same llama.cpp release; prints rows like `tensortrace bench`'s:
-//   llamacpp-bench MODEL.gguf [-p 128] [-n 64] [-t 2] [-r 5]
+//   llamacpp-bench MODEL.gguf [-p 128] [-n 64] [-d 0] [-t 2] [-r 5]
+// -d fills the cache with that many tokens before each pass, untimed (llama-bench's -d, n_depth).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,20 +28,27 @@ bool decode(llama_context* ctx, std::vector<llama_token>& tokens) {
   return true;
 }
 
-// One pass: n_prompt tokens as one batch, or n_gen single-token steps; tokens/s.
-double run(llama_context* ctx, const llama_vocab* vocab, int n_prompt, int n_gen) {
+// One pass: n_prompt tokens as one batch, or n_gen single-token steps, after n_depth tokens in batches of n_batch
+// (untimed); tokens/s.
+double run(llama_context* ctx, const llama_vocab* vocab, int n_prompt, int n_gen, int n_depth, int n_batch) {
   llama_memory_clear(llama_get_memory(ctx), false);
   const int n_vocab = llama_vocab_n_tokens(vocab);
   const llama_token first = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : std::rand() % n_vocab;
+  for (int done = 0; done < n_depth;) {
+    std::vector<llama_token> tokens(std::min(n_batch, n_depth - done));
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = done + i == 0 ? first : std::rand() % n_vocab;
+    if (!decode(ctx, tokens)) std::exit(1);
+    done += static_cast<int>(tokens.size());
+  }
   const double t0 = now_s();
   if (n_prompt > 0) {
     std::vector<llama_token> tokens(n_prompt);
-    tokens[0] = first;
+    tokens[0] = n_depth == 0 ? first : std::rand() % n_vocab;
     for (int i = 1; i < n_prompt; ++i) tokens[i] = std::rand() % n_vocab;
     if (!decode(ctx, tokens)) std::exit(1);
     return n_prompt / (now_s() - t0);
   }
-  std::vector<llama_token> token{first};
+  std::vector<llama_token> token{n_depth == 0 ? first : std::rand() % n_vocab};
   for (int i = 0; i < n_gen; ++i) {
     if (!decode(ctx, token)) std::exit(1);
     token[0] = std::rand() % n_vocab;
@@ -52,11 +61,16 @@ void quiet(ggml_log_level, const char*, void*) {}
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n_prompt = 128, n_gen = 64, threads = 2, reps = 5;
+  int n_prompt = 128, n_gen = 64, n_depth = 0, threads = 2, reps = 5;
   const char* model_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    int* target = a == "-p" ? &n_prompt : a == "-n" ? &n_gen : a == "-t" ? &threads : a == "-r" ? &reps : nullptr;
+    int* target = a == "-p"   ? &n_prompt
+                  : a == "-n" ? &n_gen
+                  : a == "-d" ? &n_depth
+                  : a == "-t" ? &threads
+                  : a == "-r" ? &reps
+                              : nullptr;
     if (target && i + 1 < argc) {
       *target = std::atoi(argv[++i]);
     } else if (!target && !model_path && a[0] != '-') {
@@ -66,8 +80,8 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  if (!model_path || n_prompt < 0 || n_gen < 0 || threads < 1 || reps < 1) {
-    std::fprintf(stderr, "usage: llamacpp-bench MODEL.gguf [-p 128] [-n 64] [-t 2] [-r 5]\n");
+  if (!model_path || n_prompt < 0 || n_gen < 0 || n_depth < 0 || threads < 1 || reps < 1) {
+    std::fprintf(stderr, "usage: llamacpp-bench MODEL.gguf [-p 128] [-n 64] [-d 0] [-t 2] [-r 5]\n");
     return 2;
   }
   llama_log_set(quiet, nullptr);
@@ -86,7 +100,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   llama_context_params cparams = llama_context_default_params();
-  cparams.n_ctx = static_cast<uint32_t>(n_prompt + n_gen + 8);
+  cparams.n_ctx = static_cast<uint32_t>(n_depth + n_prompt + n_gen + 8);
   cparams.n_batch = cparams.n_ubatch = static_cast<uint32_t>(n_prompt > 512 ? n_prompt : 512);
   cparams.n_threads = cparams.n_threads_batch = threads;
   llama_context* ctx = llama_init_from_model(model, cparams);
@@ -105,15 +119,17 @@ int main(int argc, char** argv) {
   const llama_vocab* vocab = llama_model_get_vocab(model);
   for (const auto& [p, n] : {std::pair{n_prompt, 0}, std::pair{0, n_gen}}) {
     if (p == 0 && n == 0) continue;
-    run(ctx, vocab, p, n > 0 ? 1 : 0);  // warm-up, as llama-bench's
+    const int n_batch = static_cast<int>(cparams.n_batch);
+    run(ctx, vocab, p, n > 0 ? 1 : 0, n_depth, n_batch);  // warm-up, as llama-bench's
     std::vector<double> v;
-    for (int r = 0; r < reps; ++r) v.push_back(run(ctx, vocab, p, n));
+    for (int r = 0; r < reps; ++r) v.push_back(run(ctx, vocab, p, n, n_depth, n_batch));
     double mean = 0, sd = 0;
     for (double x : v) mean += x / v.size();
     for (double x : v) sd += (x - mean) * (x - mean);
     sd = std::sqrt(sd / (v.size() > 1 ? v.size() - 1 : 1));
-    std::printf("| %s | llama.cpp | %d | %s%d | %.2f ± %.2f |\n", name.c_str(), threads, p > 0 ? "pp" : "tg",
-                p > 0 ? p : n, mean, sd);
+    const std::string depth = n_depth > 0 ? " @ d" + std::to_string(n_depth) : "";
+    std::printf("| %s | llama.cpp | %d | %s%d%s | %.2f ± %.2f |\n", name.c_str(), threads, p > 0 ? "pp" : "tg",
+                p > 0 ? p : n, depth.c_str(), mean, sd);
   }
   llama_free(ctx);
   llama_model_free(model);

@@ -78,6 +78,13 @@ grep -q "weight reads" "$scratch/pp-err" && fail "bench -n 0: a weight-read line
 "$bin" bench -m "$model" -p 0 -n 4 --probe always >/dev/null 2>"$scratch/bad-probe" && fail "bench --probe always accepted"
 grep -q -- "--probe" "$scratch/bad-probe" || fail "bench --probe always: the error does not name the option: $(cat "$scratch/bad-probe")"
 
+# -d: each test after that many tokens in the cache (llama-bench's "@ d" rows).
+"$bin" bench -m "$model" -p 4 -n 4 -d 64 -t 1 -r 1 >"$scratch/depth" 2>/dev/null || fail "bench -d 64 exited non-zero"
+for test in pp4 tg4; do
+  grep -Eq "^\| stories260K \| [^|]+ \| [^|]+ \| [^|]+ \| 1 \| off \| ${test} @ d64 \| [0-9]+\.[0-9]+ ± [0-9]+\.[0-9]+ \|$" \
+    "$scratch/depth" || fail "bench -d 64: no row for ${test} @ d64: $(cat "$scratch/depth")"
+done
+
 # A mixture of experts reads, of each expert tensor, the experts a token is routed to: its bytes per token are the
 # weights' less the embedding table and less the unused experts' share (counted here from inspect --json).
 moe=$repo/../shared/models/synth-qwen3moe-256.Q4_K_M.gguf
@@ -137,7 +144,7 @@ elif ! grep -q 'no AMX-INT8' "$scratch/err"; then
 fi
 
 # Bad values: a clear error and a non-zero exit.
-for args in "-r 0" "-p 0 -n 0" "-t 0" "-n -3" "--kernel-isa sse9"; do
+for args in "-r 0" "-p 0 -n 0" "-t 0" "-n -3" "-d -1" "--kernel-isa sse9"; do
   # shellcheck disable=SC2086
   if "$bin" bench -m "$model" $args >/dev/null 2>"$scratch/err"; then
     fail "bench $args exited 0"
