@@ -66,9 +66,13 @@ Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool 
   Engine engine(model, {a.depth + std::max(a.n_prompt, a.n_gen + 1) + 8, a.threads, GgmlType::F16});
   const int32_t bos = std::max(model.tokenizer->bos(), 0);
   auto token = [&](int i) { return i == 0 ? bos : static_cast<int32_t>((i * 7919) % model.config.n_vocab); };
-  if (a.depth > 0) {  // the cache filled first, untimed and untraced, as llama-bench's -d
+  // The cache filled first, untimed and untraced, as llama-bench's -d; in batches of its n_ubatch, 512, which bound
+  // the activations' memory.
+  constexpr int kFillBatch = 512;
+  for (int done = 0; done < a.depth;) {
     GenerateOptions fill;
-    for (int i = 0; i < a.depth; ++i) fill.prompt_tokens.push_back(token(i));
+    for (; done < a.depth && static_cast<int>(fill.prompt_tokens.size()) < kFillBatch; ++done)
+      fill.prompt_tokens.push_back(token(done));
     fill.n_predict = 0;
     generate(engine, fill, nullptr, nullptr);
   }
