@@ -65,7 +65,7 @@ constexpr int kRoundTrips = 2000;
 Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool trace, int rep) {
   Engine engine(model, {a.depth + std::max(a.n_prompt, a.n_gen + 1) + 8, a.threads, GgmlType::F16});
   const int32_t bos = std::max(model.tokenizer->bos(), 0);
-  auto token = [&](int i) { return i == 0 ? bos : static_cast<int32_t>((i * 7919) % model.config.n_vocab); };
+  auto token = [&](int64_t i) { return i == 0 ? bos : static_cast<int32_t>(i * 7919 % model.config.n_vocab); };
   // The cache filled first, untimed and untraced, as llama-bench's -d; in batches of its n_ubatch, 512, which bound
   // the activations' memory.
   constexpr int kFillBatch = 512;
