@@ -4,6 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -258,6 +261,60 @@ TEST(ThreadPool, AnErrorOnOneThreadEndsTheJobOnEveryThread) {
       for (int i = 0; i < threads * threads; ++i) EXPECT_EQ(seen[i], i % threads + 1) << threads << " threads";
     }
   }
+}
+
+// run_async returns once the caller's share is done while the others go on (the caller proceeds while a worker is
+// still held); wait() and the next run() wait for them; a background share's error comes out of wait(), or out of
+// the next run() before its job starts, and the pool then runs jobs normally.
+TEST(ThreadPool, RunAsyncLeavesTheOtherSharesRunningUntilWaitOrTheNextRun) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::atomic<bool> release{false};
+    std::atomic<int> done{0};
+    const std::function<void(int)> held = [&](int ith) {  // until released, or 5 s (then a failure, not a hang)
+      if (ith == 0) return;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!release.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      done.fetch_add(1);
+    };
+    pool.run_async(held);
+    EXPECT_EQ(done.load(), 0) << threads << " threads: run_async waited for the other shares";
+    release.store(true);
+    pool.wait();
+    EXPECT_EQ(done.load(), threads - 1) << threads << " threads";
+
+    release.store(false);
+    done.store(0);
+    pool.run_async(held);
+    release.store(true);
+    std::atomic<int> second{0};
+    pool.run([&](int) { second.fetch_add(1); });  // waits for `held` first
+    EXPECT_EQ(done.load(), threads - 1) << threads << " threads: run() began before the background shares ended";
+    EXPECT_EQ(second.load(), threads);
+
+    const std::function<void(int)> throws = [&](int ith) {
+      if (ith == threads - 1) throw std::runtime_error("background share failed");
+    };
+    pool.run_async(throws);
+    EXPECT_THROW(pool.wait(), std::runtime_error) << threads << " threads";
+    pool.run_async(throws);
+    bool ran = false;
+    try {
+      pool.run([&](int) { ran = true; });
+      ADD_FAILURE() << threads << " threads: run() did not rethrow the background share's error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), "background share failed");
+    }
+    EXPECT_FALSE(ran) << threads << " threads: the next job started after a failed background share";
+    second.store(0);
+    pool.run([&](int) { second.fetch_add(1); });
+    EXPECT_EQ(second.load(), threads) << threads << " threads";
+  }
+  ThreadPool one(1);  // one thread: run_async is run
+  int calls = 0;
+  one.run_async([&](int) { ++calls; });
+  one.wait();
+  EXPECT_EQ(calls, 1);
 }
 
 // Spans of every node and thread, pre-filled with a marker the executor must overwrite.

@@ -149,9 +149,11 @@ TEST(RunDir, StopRequestFinishesTheRunDirectory) {
   EXPECT_EQ(run["interrupted"], true);
   EXPECT_EQ(run["steps_done"], 3);
   EXPECT_EQ(run["trace"]["steps"], 3);
+  // The last step's line, written in the background on the pool's second thread, is in the file whole.
+  EXPECT_GT(run["trace"]["line_ns"].get<uint64_t>(), 0u);
   std::ifstream steps(dir + "/steps.jsonl");
   int lines = 0;
-  for (std::string line; std::getline(steps, line);) ++lines;
+  for (std::string line; std::getline(steps, line); ++lines) EXPECT_EQ(nlohmann::json::parse(line)["step"], lines);
   EXPECT_EQ(lines, 3);
 }
 

@@ -56,10 +56,11 @@ using analysis::summarize;
 constexpr double kTracingTarget = 0.97, kLongStepUs = 1000, kMaxAddedUs = 15, kConfidence = 0.95;
 
 // One measured run: tokens/s of the prompt pass (n_prompt > 0) or of n_gen decode steps, the time spent in the
-// tracer's callbacks a token (0 untraced), and the engine's threads' round trip just before (ThreadPool::
-// round_trip_ns: on a VM, which host cores the run met).
+// tracer's callbacks a token (0 untraced) and, for generation, in its steps.jsonl lines on the pool's second thread
+// (in the background, beside the next step's preparation), and the engine's threads' round trip just before
+// (ThreadPool::round_trip_ns: on a VM, which host cores the run met).
 struct Measured {
-  double tokens_per_s = 0, tracer_us_per_token = 0, round_trip_ns = 0;
+  double tokens_per_s = 0, tracer_us_per_token = 0, line_us_per_token = 0, round_trip_ns = 0;
 };
 constexpr int kRoundTrips = 2000;
 Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool trace, int rep) {
@@ -100,9 +101,10 @@ Measured measure(const Model& model, const BenchArgs& a, bool prompt_test, bool 
   // The tracer's callbacks in the measured steps only (tg: not the one-token prompt's step, whose new graph the
   // tracer describes once).
   if (prompt_test)
-    return {a.n_prompt / (r.prompt_ns / 1e9), tracer ? tracer->self_ns() / 1e3 / a.n_prompt : 0.0, round_trip};
+    return {a.n_prompt / (r.prompt_ns / 1e9), tracer ? tracer->self_ns() / 1e3 / a.n_prompt : 0.0, 0.0, round_trip};
   const double ns = std::accumulate(r.step_ns.begin(), r.step_ns.end(), 0.0), steps = r.step_ns.size();
-  return {steps / (ns / 1e9), tracer ? tracer->generate_self_ns() / 1e3 / steps : 0.0, round_trip};
+  return {steps / (ns / 1e9), tracer ? tracer->generate_self_ns() / 1e3 / steps : 0.0,
+          tracer ? tracer->generate_line_ns() / 1e3 / steps : 0.0, round_trip};
 }
 
 // The pairs grouped by where they ran: a pair whose two runs' round trips are within kSamePlace of each other ran
@@ -331,14 +333,14 @@ int bench(BenchArgs a) {
     std::vector<double> roofs;
     for (bool trace : modes) measure(*model, a, prompt_test, trace, -1);  // warm-up
     std::vector<std::vector<double>> tps(modes.size()), round_trips(modes.size());
-    std::vector<double> tracer_us;  // of the traced repetitions
+    std::vector<double> tracer_us, line_us;  // of the traced repetitions
     for (int r = 0; r < a.reps; ++r) {
       for (size_t k = 0; k < modes.size(); ++k) {
         const size_t m = r % 2 ? modes.size() - 1 - k : k;
         const Measured result = measure(*model, a, prompt_test, modes[m], r);
         tps[m].push_back(result.tokens_per_s);
         round_trips[m].push_back(result.round_trip_ns);
-        if (modes[m]) tracer_us.push_back(result.tracer_us_per_token);
+        if (modes[m]) tracer_us.push_back(result.tracer_us_per_token), line_us.push_back(result.line_us_per_token);
       }
       if (probe) roofs.push_back(probe->bytes_per_s(a.threads));
     }
@@ -361,13 +363,19 @@ int bench(BenchArgs a) {
         added_us.push_back(1e6 / tps[1][r] - 1e6 / tps[0][r]);
       }
       // The tracer's callbacks are the part of the added time on the run thread between the engine's ops; the rest
-      // is the ops' timing and what the tracer's work does to the caches and the other threads.
-      const SampleSummary s = summarize(ratios), added = summarize(added_us), callbacks = summarize(tracer_us);
+      // is the ops' timing, what the tracer's work does to the caches and the other threads, and a line that outlasts
+      // the next step's preparation.
+      const SampleSummary s = summarize(ratios), added = summarize(added_us), callbacks = summarize(tracer_us),
+                          lines = summarize(line_us);
       overhead_lines.push_back(fmt::format(
           "{}: traced/untraced {:.3f} ± {:.3f} (median {:.3f}) over {} pairs (overhead {:.1f}%, {:.1f} ± {:.1f} us a "
-          "token (median {:.1f}), of which {:.1f} ± {:.1f} us in the tracer's callbacks)",
+          "token (median {:.1f}), of which {:.1f} ± {:.1f} us in the tracer's callbacks{})",
           test, s.mean, s.std, s.median, a.reps, 100 * (1 - s.mean), added.mean, added.std, added.median,
-          callbacks.mean, callbacks.std));
+          callbacks.mean, callbacks.std,
+          prompt_test ? ""
+                      : fmt::format("; its steps.jsonl line took {:.1f} ± {:.1f} us on thread 1, beside the next "
+                                    "step's preparation",
+                                    lines.mean, lines.std)));
       // The median ratio's interval, and for generation what it says of the target: single runs of 20 pairs have
       // moved by ±3% on this VM, so a median alone does not tell 0.97 from 0.95.
       const analysis::MedianInterval interval = analysis::median_interval(ratios, kConfidence);

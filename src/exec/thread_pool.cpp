@@ -51,10 +51,28 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run(const std::function<void(int)>& fn) {
+  run_async(fn);
+  wait();
+}
+
+void ThreadPool::run_async(const std::function<void(int)>& fn) {
   if (n_threads_ == 1) {
     fn(0);
     return;
   }
+  wait();
+  start(fn);
+  run_share(0);
+}
+
+void ThreadPool::wait() {
+  if (!job_) return;
+  wait_until([&] { return job_remaining_.load(std::memory_order_acquire) == 0; });
+  job_ = nullptr;
+  if (failed()) std::rethrow_exception(error_);
+}
+
+void ThreadPool::start(const std::function<void(int)>& fn) {
   // No thread is in a barrier between jobs: a failed job's arrivals are forgotten here.
   barrier_count_.store(0, std::memory_order_relaxed);
   failed_.store(false, std::memory_order_relaxed);
@@ -66,10 +84,6 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     job_generation_.fetch_add(1, std::memory_order_release);
   }
   if (sleeping_.load(std::memory_order_acquire) > 0) wake_.notify_all();
-  run_share(0);
-  wait_until([&] { return job_remaining_.load(std::memory_order_acquire) == 0; });
-  job_ = nullptr;
-  if (failed()) std::rethrow_exception(error_);
 }
 
 void ThreadPool::run_share(int ith) {

@@ -25,6 +25,13 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
   void run(const std::function<void(int ith)>& fn);
+  // fn(ith) on every thread as run(), but returns when the caller's share fn(0) is done: the other threads' shares
+  // go on until the next run() or wait(), which wait for them (and rethrow their first error). fn must live until
+  // then. For work that may overlap what the caller does next, e.g. the tracer's step line beside the next step's
+  // preparation.
+  void run_async(const std::function<void(int ith)>& fn);
+  // Waits for the shares run_async left running; rethrows the first error of that job.
+  void wait();
   // Waits for every thread; throws (ending the caller's share) once fn has thrown on another thread.
   void barrier();
   // Small integer id of the calling thread within the pool (0 for the caller of run()).
@@ -36,7 +43,8 @@ class ThreadPool {
 
  private:
   void worker_loop(int ith);
-  void run_share(int ith);  // fn(ith), recording its exception
+  void start(const std::function<void(int)>& fn);  // hands fn to the workers
+  void run_share(int ith);                         // fn(ith), recording its exception
   bool failed() const { return failed_.load(std::memory_order_acquire); }
 
   int n_threads_;

@@ -24,6 +24,8 @@ std::span<const float> Engine::eval(std::span<const int32_t> tokens, StepObserve
   // A step of the previous step's token count (every generation step) only moves positions: patch that graph.
   const bool patched = step_ && update_step_graph(*step_, model_, state_, tokens);
   if (!patched) {
+    // The pool's background shares (run_async: the tracer's step line) may read the last step's buffers.
+    pool_.wait();
     const size_t previous_nodes = step_ ? step_->graph.nodes().size() : 0;
     step_ = std::make_unique<StepGraph>();
     step_->graph.reserve_nodes(previous_nodes);

@@ -2,11 +2,14 @@
 // directory through its parts, each with one file: trace.bin's step records (OpRecords), steps.jsonl (StepLines),
 // graphs/ (GraphCatalog), buffers.json (BufferTimeline), IO records (IoProbe, `--io-trace`) and value statistics
 // with the finite check (ValueCheck). Compute threads only store two timestamps a node into their own slots; a
-// step's records and line are written at its end, on the run's thread. Tracer owns the parts and forwards the
-// engine's hooks to them.
+// step's records are written at its end on the run's thread, and its line on the pool's second thread, in the
+// background beside the next step's preparation (the pool's next job waits for it). Tracer owns the parts and
+// forwards the engine's hooks to them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -41,6 +44,9 @@ class Tracer : public GenerateObserver {
  public:
   // pool: the engine's compute threads, which the tracer's step-end work also runs on.
   Tracer(RunDirWriter& dir, const Model& model, TraceOptions options, ThreadPool& pool, uint64_t run_start_ns);
+  ~Tracer() override;
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
 
   void on_step_begin(int32_t step, Phase phase, int32_t pos_begin, int32_t pos_end) override;
   void on_graph_ready(const Graph& g, const AllocPlan& plan) override;
@@ -67,6 +73,12 @@ class Tracer : public GenerateObserver {
   uint64_t self_ns() const { return ticks_to_ns(self_ticks_); }
   // Of which in generation steps (from their on_step_begin to their on_step_end).
   uint64_t generate_self_ns() const { return ticks_to_ns(generate_self_ticks_); }
+  // The generation steps' steps.jsonl lines on the pool's second thread (beside the next step's preparation, not in
+  // self_ns), once the last one is done (waits for it).
+  uint64_t generate_line_ns() {
+    pool_.wait();
+    return ticks_to_ns(generate_line_ticks_);
+  }
   // The same in tick_count() units (exact differences between two readings).
   uint64_t self_ticks() const { return self_ticks_; }
 
@@ -87,6 +99,23 @@ class Tracer : public GenerateObserver {
   int32_t step_ = 0;
   Phase phase_ = Phase::PROMPT;
   uint64_t step_start_ = 0;
+  // The step's steps.jsonl line, written on the pool's second thread in the background (line_job_) beside the
+  // next step's preparation: what it reads of the step, copied (logits and hidden state by that thread, before
+  // on_step_end returns: the caller may overwrite its buffers then).
+  struct Line {
+    StepOutcome outcome;  // its spans point into the vectors below
+    std::vector<int32_t> inputs;
+    std::vector<float> logits, hidden;
+    std::span<const float> logits_from, hidden_from;  // the caller's
+    std::optional<WeightStepTotals> weights;
+    uint64_t now_ns = 0, n_ops = 0;
+    int graph = 0;
+    std::atomic<bool> copied{false};
+  };
+  Line line_;
+  std::function<void(int)> line_job_;
+  // The lines' time on their thread (run.json's line_ns), and of it in generation steps; read after the pool's wait.
+  uint64_t line_ticks_ = 0, generate_line_ticks_ = 0;
 
   // The tracer's own cost: time spent in its callbacks on the run's thread (where it delays the next step), in
   // tick_count() units: every callback is timed, and a counter read costs less than a steady-clock read
