@@ -1,5 +1,6 @@
 // A persistent pool of worker threads. run(fn) executes fn(ith) on every thread (the caller is thread 0) and
-// returns when all have finished; inside fn, barrier() synchronises all threads. No allocation, locking or
+// returns when all have finished (run_async: when the caller's share has, the others' waited for later); inside fn,
+// barrier() synchronises all threads. No allocation, locking or
 // thread creation per op: workers spin briefly between jobs, then sleep. An exception thrown by fn on any thread
 // ends the job on all of them: their barrier() calls throw from then on, so they leave fn too (they would otherwise
 // wait for the failed thread forever), and run() rethrows the first error once every thread has left fn.
