@@ -29,6 +29,13 @@
 namespace tt::analysis {
 namespace {
 
+// Analysis options without the bandwidth probe (the tests do not look at it) and without a cache simulation.
+AnalyzeOptions no_bandwidth() {
+  AnalyzeOptions o;
+  o.measure_bandwidth = false;
+  return o;
+}
+
 std::vector<Access> unit_stream(std::initializer_list<uint64_t> keys) {
   std::vector<Access> s;
   for (uint64_t k : keys) s.push_back({k, 1});
@@ -246,7 +253,9 @@ TEST(CacheSim, EveryPolicyEqualsAnIndependentReplay) {
       const CacheResult r = simulate_cache(s, frames, p);
       EXPECT_EQ(r.misses, naive_misses(s, frames, p)) << policy_name(p) << " frames " << frames;
       EXPECT_LE(opt, r.misses) << policy_name(p) << " frames " << frames;
-      if (frames >= 32) EXPECT_EQ(r.misses, r.cold_misses) << policy_name(p);  // holds every expert
+      if (frames >= 32) {
+        EXPECT_EQ(r.misses, r.cold_misses) << policy_name(p);  // holds every expert
+      }
     }
   }
 }
@@ -369,8 +378,9 @@ TEST_P(AnalysisMoe, PicksAndCacheReplayEqualAnIndependentCount) {
   // OPT is never beaten: at each size no policy misses less.
   for (const ExpertCacheResult& c : m.cache)
     for (const ExpertCacheResult& o : m.cache)
-      if (o.size == c.size && o.policy == CachePolicy::OPT)
+      if (o.size == c.size && o.policy == CachePolicy::OPT) {
         EXPECT_GE(c.misses, o.misses) << policy_name(c.policy) << " size " << c.size;
+      }
   // Sizes in total slots: L and 2L slots over L routed layers (every layer's experts the same size in these models)
   // are 1 and 2 experts per layer, in both scopes.
   const size_t n_layers = m.shape.layers.size();
@@ -454,7 +464,9 @@ TEST(AnalysisMoe, ViewerExpertCacheIsAnalyzes) {
   ASSERT_EQ(v["results"].size(), sizes.size() * 6);
   for (size_t i = 0; i < v["results"].size(); ++i) EXPECT_EQ(v["results"][i]["size"], sizes[i / 6]);
   for (const auto& row : v["results"])
-    if (row["size"] == sizes.back()) EXPECT_EQ(row["misses"], row["cold_misses"]) << row.dump();
+    if (row["size"] == sizes.back()) {
+      EXPECT_EQ(row["misses"], row["cold_misses"]) << row.dump();
+    }
   EXPECT_EQ(v["read_rate_source"], "none");  // no --io-trace: no load time
   EXPECT_TRUE(v["results"][0]["load_seconds_per_token"].is_null());
   const auto [given_status, given] = get({{"sizes", "2"}, {"policies", "lru"}, {"read_gbps", "2"}});
@@ -758,7 +770,7 @@ void expect_every_loader_rejects(const std::string& dir, const std::string& expe
     }
     ADD_FAILURE() << loader << " accepted " << dir << "; expected: " << expected;
   };
-  check("analyze", [&] { analyze_run(load_run(dir), {.cache_sizes = {}, .measure_bandwidth = false}); });
+  check("analyze", [&] { analyze_run(load_run(dir), no_bandwidth()); });
   check("tt::load_run", [&] { tt::load_run(dir); });
   check("serve::ServedRun", [&] { serve::ServedRun run(dir); });
   check("run --prefetch from:RUN", [&] {
@@ -910,7 +922,7 @@ TEST(AnalysisRunChecks, BufferKindsAreTyped) {
 // (they were computed twice, with views counted in the viewer only and tensor reads counted per input, not per range).
 TEST(AnalysisRun, ViewerSummaryAgreesWithAnalyze) {
   const std::string dir = make_run(test::repo_path("models/stories260K.gguf"), "agree", 2, 4);
-  const nlohmann::json a = analyze_run(load_run(dir), {.cache_sizes = {}, .measure_bandwidth = false});
+  const nlohmann::json a = analyze_run(load_run(dir), no_bandwidth());
   const serve::Api api({dir});
   const serve::Response resp = api.handle("/api/runs/0/summary", {});
   ASSERT_EQ(resp.status, 200) << resp.body;
@@ -1124,7 +1136,7 @@ TEST(AnalysisIoTrace, ColdRunFaultsOnFirstReadsOnly) {
     }
   }
   EXPECT_GT(step0_cold, 0u) << "a cold run shows no non-resident pages or major faults in its first step";
-  const nlohmann::json r = analyze_run(run, {.cache_sizes = {}, .measure_bandwidth = false});
+  const nlohmann::json r = analyze_run(run, no_bandwidth());
   ASSERT_TRUE(r.contains("io"));
   EXPECT_EQ(r["io"]["steps"][1]["nonresident_pages"], 0);
 }

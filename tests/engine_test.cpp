@@ -310,9 +310,10 @@ TEST(Engine, MulMatIdReadsExactlyTheChosenExperts) {
         float sum = 0;
         for (int64_t s = 0; s < r.n_used(); ++s) {
           sum += r.weight(t, s);
-          if (s > 0)
+          if (s > 0) {
             EXPECT_GE(r.probs->as<const float>()[t * r.probs->ne[0] + r.expert(t, s - 1)],
                       r.probs->as<const float>()[t * r.probs->ne[0] + r.expert(t, s)]);
+          }
         }
         EXPECT_NEAR(sum, 1.0f, 1e-5f);
         EXPECT_GE(r.margin(t), 0.0f);
