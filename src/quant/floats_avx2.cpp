@@ -371,22 +371,20 @@ constexpr BlockFn kFmaBlocks[kBlockRows][kBlockTokens] = {
 
 // The spans of nt token rows, in this thread's buffer (grown, never shrunk: no allocation per call).
 const Bf16Span* token_spans(int64_t n, int64_t nt, const uint8_t* y, uint64_t y_row) {
-  thread_local std::vector<Bf16Span> spans;
-  if (spans.size() < static_cast<size_t>(nt)) spans.resize(nt);
+  Bf16Span* spans = thread_buffer<Bf16Span>(nt);
   for (int64_t t = 0; t < nt; ++t) spans[t] = bf16_span(reinterpret_cast<const uint16_t*>(y + t * y_row), n);
-  return spans.data();
+  return spans;
 }
 
 // The whole 32-element steps of nt token rows, split once for all the rows of a call (token t's from
 // t * n / 32; in this thread's buffer, as above).
 const Bf16Step* token_steps(int64_t n, int64_t nt, const uint8_t* y, uint64_t y_row) {
-  thread_local std::vector<Bf16Step> steps;
   const int64_t per_token = n / 32;
-  if (steps.size() < static_cast<size_t>(nt * per_token)) steps.resize(nt * per_token);
+  Bf16Step* steps = thread_buffer<Bf16Step>(nt * per_token);
   for (int64_t t = 0; t < nt; ++t)
     for (int64_t k = 0; k < per_token; ++k)
       steps[t * per_token + k] = bf16_step(reinterpret_cast<const uint16_t*>(y + t * y_row) + 32 * k);
-  return steps.data();
+  return steps;
 }
 }  // namespace
 

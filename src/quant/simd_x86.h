@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
@@ -31,6 +32,16 @@ namespace tt::TT_SIMD_NS {
 namespace {
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// n elements of T in this thread's buffer (one per element type, grown and never shrunk): a tile's per-call scratch
+// without an allocation a call, which generation's many small calls would pay each time (MUL_MAT_ID's 16-row units:
+// thousands a step). Callers with the same T must not nest.
+template <typename T>
+T* thread_buffer(size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
