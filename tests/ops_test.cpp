@@ -1,4 +1,5 @@
 // Each op's kernel on small hand-computed cases, and the builder's always-on bounds and shape checks.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -118,7 +119,7 @@ TEST(Ops, MulMatChunksCoverEveryRowOnceAllThreadCounts) {
     Tensor* w = h.leaf("w", {K, N}, wv);
     Tensor* x = h.leaf("x", {K, M}, xv);
     std::vector<Tensor*> ys;
-    for (int i = 0; i < 5; ++i) ys.push_back(h.b.mul_mat(w, x, "y" + std::to_string(i)));
+    for (int i = 0; i < 5; ++i) ys.push_back(h.b.mul_mat(w, x, fmt::format("y{}", i)));
     h.run({ys.begin(), ys.end()}, threads);
     for (Tensor* y : ys) EXPECT_EQ(values(y), want) << y->name << ", " << threads << " threads";
   }

@@ -33,7 +33,10 @@ std::unique_ptr<Tokenizer> load(const std::string& path) {
 
 std::string ids_str(const std::vector<int32_t>& ids) {
   std::string s;
-  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  for (int32_t id : ids) {
+    if (!s.empty()) s += ' ';
+    s += std::to_string(id);
+  }
   return s;
 }
 
