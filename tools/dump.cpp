@@ -47,7 +47,7 @@ RegisterCommand reg("dump", "Print a run's trace records", 30, [](CLI::App& cmd)
       std::string inputs;
       for (const trace::TensorRecord& in : o.inputs) {
         inputs += fmt::format("{}{} {}", inputs.empty() ? "" : "; ", in.name, shape_text(in.ne, ","));
-        for (const trace::RangeRecord& r : in.ranges) inputs += " " + range_string(r);
+        for (const trace::RangeRecord& r : in.ranges) inputs += fmt::format(" {}", range_string(r));
       }
       const std::string workers =
           o.n_threads > 1 ? fmt::format("{}+{}", o.thread, o.n_threads - 1) : std::to_string(o.thread);
