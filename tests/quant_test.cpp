@@ -1464,16 +1464,16 @@ TEST(QuantAmx, TileQ4_KHonoursStrides) {
   expect_k_tile_honours_strides<Q4KMatrices>(G::Q4_K, amx::tile_repack_gemm_q4_k);
 }
 
-// Q5_K and Q6_K prompt batches: "auto" runs them on AMX tiles where the CPU has them (same bits as the AVX-512
-// kernels).
+// Q5_K, Q6_K and IQ4_XS prompt batches: "auto" runs them on AMX tiles where the CPU has them (same bits as the
+// AVX-512 kernels), else on the AVX-512 tiles.
 TEST(QuantAmx, AutoTakesTheQ5_KAndQ6_KTilesWhereAvailable) {
   if (kernel_isa() != std::string("avx512-vnni")) GTEST_SKIP() << "the table is not at AVX-512 here: " << kernel_isa();
   EXPECT_EQ(find_kernels(G::Q6_K)->vec_dot,
             (DotKernel{avx512::vec_dot_q6_k, amx_available() ? amx::tile_q6_k : avx512::tile_q6_k}));
   EXPECT_EQ(find_kernels(G::Q5_K)->vec_dot,
-            (DotKernel{avx512::vec_dot_q5_k, amx_available() ? amx::tile_q5_k : nullptr}));
+            (DotKernel{avx512::vec_dot_q5_k, amx_available() ? amx::tile_q5_k : avx512::tile_q5_k}));
   EXPECT_EQ(find_kernels(G::IQ4_XS)->vec_dot,
-            (DotKernel{avx512::vec_dot_iq4_xs, amx_available() ? amx::tile_iq4_xs : nullptr}));
+            (DotKernel{avx512::vec_dot_iq4_xs, amx_available() ? amx::tile_iq4_xs : avx512::tile_iq4_xs}));
 }
 
 // An AMX tile of a K-quant gives its AVX-512 dot product (ggml's 8 lanes, the order of the records) bit for bit for
