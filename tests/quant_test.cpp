@@ -883,7 +883,10 @@ TEST(QuantRowGroups, Q4_KTilesEqualTheRepackedKernels) {
     cases.push_back({"avx2 gemv", avx2::tile_q4_k_rows16_gemv, ref::repack_gemv_q4_k});
     cases.push_back({"avx2 gemm", avx2::tile_q4_k_rows16_gemm, ref::repack_gemm_q4_k});
   }
-  if (cpu_sets().avx512) cases.push_back({"avx512 gemv", avx512::tile_q4_k_rows16_gemv, ref::repack_gemv_q4_k});
+  if (cpu_sets().avx512) {
+    cases.push_back({"avx512 gemv", avx512::tile_q4_k_rows16_gemv, ref::repack_gemv_q4_k});
+    cases.push_back({"avx512 gemm", avx512::tile_q4_k_rows16_gemm, ref::repack_gemm_q4_k});
+  }
   if (amx_available()) cases.push_back({"amx gemm", amx::tile_q4_k_rows16_gemm, ref::repack_gemm_q4_k});
   if (const auto& g = find_kernels(G::Q4_K)->row_groups) {
     cases.push_back({"table single", g->single.tile, ref::repack_gemv_q4_k});

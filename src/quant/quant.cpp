@@ -181,18 +181,20 @@ PerIsa<std::optional<RowGroups>> q4_1_row_groups() {
                                             RowGroups{ref::group_rows_q4_1, kernel, kernel});
 }
 
-// Q4_K rows in groups of 16 on AVX2 (the groups' gemv computes and streams about 1.5x the file order's, their gemm
-// needs no reduction: docs/performance.md), and where the repacked gemm runs on AMX tiles (kAmxExact and up): the
-// gemv on AVX-512, the gemm on tiles that load the groups' parts as B tiles.
+// Q4_K rows in groups of 16 on every SIMD level (the groups' gemv computes and streams about 1.5x the file order's,
+// their gemm needs no reduction: docs/performance.md); where the repacked gemm runs on AMX tiles (kAmxExact and up),
+// the gemm on tiles that load the groups' parts as B tiles.
 PerIsa<std::optional<RowGroups>> q4_k_row_groups() {
   PerIsa<std::optional<RowGroups>> out;
   out[static_cast<int>(Isa::kAvx2)] =
       RowGroups{ref::group_rows_q4_k, DotKernel{avx2::repack_gemv_q4_k, avx2::tile_q4_k_rows16_gemv},
                 DotKernel{avx2::repack_gemm_q4_k, avx2::tile_q4_k_rows16_gemm}};
-  for (Isa i : {Isa::kAmxExact, Isa::kAmx})
-    out[static_cast<int>(i)] =
-        RowGroups{ref::group_rows_q4_k, DotKernel{avx512::repack_gemv_q4_k, avx512::tile_q4_k_rows16_gemv},
-                  DotKernel{avx512::repack_gemm_q4_k, amx::tile_q4_k_rows16_gemm}};
+  for (Isa i : {Isa::kAvx512Vnni, Isa::kAvx512Bf16, Isa::kAmxExact, Isa::kAmx}) {
+    const bool amx = i == Isa::kAmxExact || i == Isa::kAmx;
+    out[static_cast<int>(i)] = RowGroups{
+        ref::group_rows_q4_k, DotKernel{avx512::repack_gemv_q4_k, avx512::tile_q4_k_rows16_gemv},
+        DotKernel{avx512::repack_gemm_q4_k, amx ? amx::tile_q4_k_rows16_gemm : avx512::tile_q4_k_rows16_gemm}};
+  }
   return out;
 }
 
