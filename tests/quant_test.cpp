@@ -867,6 +867,7 @@ TEST(QuantRowGroups, Q4_1TilesEqualVecDotOnTheFilesRows) {
 TEST(QuantRowGroups, Q4_0TilesEqualTheRepackedKernel) {
   std::vector<GroupedCase> cases = {{"ref", ref::tile_q4_0_rows16, ref::repack_dot_q4_0}};
   if (cpu_sets().avx2) cases.push_back({"avx2", avx2::tile_q4_0_rows16, ref::repack_dot_q4_0});
+  if (cpu_sets().avx512) cases.push_back({"avx512", avx512::tile_q4_0_rows16, ref::repack_dot_q4_0});
   if (const auto& g = find_kernels(G::Q4_0)->row_groups) {
     cases.push_back({"table single", g->single.tile, ref::repack_dot_q4_0});
     cases.push_back({"table batch", g->batch.tile, ref::repack_dot_q4_0});

@@ -221,6 +221,7 @@ TT_TILE_DECL(tile_f16);               // vec_dot_f16 per (row, token)
 TT_TILE_DECL(tile_q8_0_rows16);       // ref::tile_q8_0_rows16: rows in groups of 16 (RowGroups)
 TT_TILE_DECL(tile_q4_1_rows16);       // ref::tile_q4_1_rows16
 TT_TILE_DECL(tile_q4_k_rows16_gemm);  // ref::tile_q4_k_rows16_gemm
+TT_TILE_DECL(tile_q4_0_rows16);       // ref::tile_q4_0_rows16
 }  // namespace avx512
 // VDPBF16PS (files *_avx512bf16.cpp, compiled for AVX-512 + BF16): llama.cpp's BF16 orders on the instruction it
 // ran them with. Only called where the CPU has AVX512-BF16.

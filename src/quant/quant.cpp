@@ -165,12 +165,16 @@ PerIsa<std::optional<RowGroups>> q8_0_row_groups() {
   return out;
 }
 
-// Q4_0 rows in groups of 16 on AVX2 (every token: llama.cpp's repacked order, where N is a multiple of 8): rows in
-// lanes need no reduction of the 8 rows' sums (docs/performance.md).
+// Q4_0 rows in groups of 16 on AVX2 and on AVX-512 without AMX (every token: llama.cpp's repacked order, where N is
+// a multiple of 8): rows in lanes need no reduction of the 8 rows' sums (docs/performance.md). Not on the AMX levels,
+// whose prompt tiles read the file's rows.
 PerIsa<std::optional<RowGroups>> q4_0_row_groups() {
-  const DotKernel kernel{avx2::repack_dot_q4_0, avx2::tile_q4_0_rows16};
+  const DotKernel avx2_kernel{avx2::repack_dot_q4_0, avx2::tile_q4_0_rows16};
+  const DotKernel avx512_kernel{avx512::repack_dot_q4_0, avx512::tile_q4_0_rows16};
   PerIsa<std::optional<RowGroups>> out;
-  out[static_cast<int>(Isa::kAvx2)] = RowGroups{ref::group_rows_q4_0, kernel, kernel};
+  out[static_cast<int>(Isa::kAvx2)] = RowGroups{ref::group_rows_q4_0, avx2_kernel, avx2_kernel};
+  for (Isa i : {Isa::kAvx512Vnni, Isa::kAvx512Bf16})
+    out[static_cast<int>(i)] = RowGroups{ref::group_rows_q4_0, avx512_kernel, avx512_kernel};
   return out;
 }
 
