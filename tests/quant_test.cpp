@@ -896,6 +896,21 @@ TEST(QuantRowGroups, Q4_KTilesEqualTheRepackedKernels) {
   expect_grouped_tiles_equal(G::Q4_K, ref::group_rows_q4_k, ref::ungroup_rows_q4_k, cases, {256, 512, 2048});
 }
 
+// Q2_K's groups reproduce llama.cpp's repacked kernels: the gemv (single tokens) and the gemm (batches).
+TEST(QuantRowGroups, Q2_KTilesEqualTheRepackedKernels) {
+  std::vector<GroupedCase> cases = {{"ref gemv", ref::tile_q2_k_rows16_gemv, ref::repack_gemv_q2_k},
+                                    {"ref gemm", ref::tile_q2_k_rows16_gemm, ref::repack_gemm_q2_k}};
+  if (cpu_sets().avx512) {
+    cases.push_back({"avx512 gemv", avx512::tile_q2_k_rows16_gemv, ref::repack_gemv_q2_k});
+    cases.push_back({"avx512 gemm", avx512::tile_q2_k_rows16_gemm, ref::repack_gemm_q2_k});
+  }
+  if (const auto& g = find_kernels(G::Q2_K)->row_groups) {
+    cases.push_back({"table single", g->single.tile, ref::repack_gemv_q2_k});
+    cases.push_back({"table batch", g->batch.tile, ref::repack_gemm_q2_k});
+  }
+  expect_grouped_tiles_equal(G::Q2_K, ref::group_rows_q2_k, ref::ungroup_rows_q2_k, cases, {256, 512, 2048});
+}
+
 // The F16 dot products of the kAmdAvx512 order (ggml_vec_dot_f16's 64-element steps and tinyBLAS's 16-lane
 // accumulator) in SIMD against their references, bit for bit, for lengths with and without a tail.
 TEST(QuantVecDot, F16Simd64AndTinyblasEqualTheirReferencesExactly) {

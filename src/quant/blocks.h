@@ -65,6 +65,14 @@ struct BlockQ2_K {
 };
 static_assert(sizeof(BlockQ2_K) == 84);
 
+// A super-block of 16 Q2_K rows stored in a group (ref::group_rows_q2_k): the 16 d, the 16 dmin, the 16 scale
+// bytes as 16 parts of 1 (part j: sub-block j's scale and min of the 16 rows) and the 64 quant bytes as 16 parts of
+// 4, each part the 16 rows' bytes side by side.
+struct Q2KGroup {
+  static constexpr uint64_t kBytes = 16 * sizeof(BlockQ2_K);
+  static constexpr uint64_t kD = 0, kDmin = 32, kScales = 64, kQuants = 320;
+};
+
 struct BlockQ3_K {
   uint8_t hmask[kQK_K / 8];  // high bit of each quant
   uint8_t qs[kQK_K / 4];     // low 2 bits

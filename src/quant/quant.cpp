@@ -202,6 +202,17 @@ PerIsa<std::optional<RowGroups>> q4_k_row_groups() {
   return out;
 }
 
+// Q2_K rows in groups of 16 on AVX-512 without AMX (llama.cpp's repacked orders: the gemv for single tokens, the gemm
+// for batches; rows in lanes need no reduction). Not on the AMX levels, whose gemm tiles read the file's rows.
+PerIsa<std::optional<RowGroups>> q2_k_row_groups() {
+  PerIsa<std::optional<RowGroups>> out;
+  for (Isa i : {Isa::kAvx512Vnni, Isa::kAvx512Bf16})
+    out[static_cast<int>(i)] =
+        RowGroups{ref::group_rows_q2_k, DotKernel{avx512::repack_gemv_q2_k, avx512::tile_q2_k_rows16_gemv},
+                  DotKernel{avx512::repack_gemm_q2_k, avx512::tile_q2_k_rows16_gemm}};
+  return out;
+}
+
 // Q2_K repacked as llama.cpp's AVX-512 builds (the records') repack it, on every CPU; its gemm on AMX tiles where
 // the CPU has them.
 PerIsa<std::optional<BatchedKernels>> q2_k_repacked() {
@@ -308,7 +319,8 @@ const std::array<Entry, kTypes>& entries() {
        .quantize_row = ref::quantize_q2_k,
        .vec_dot_ref = ref::vec_dot_q2_k,
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q2_k)),
-       .batched = q2_k_repacked()},
+       .batched = q2_k_repacked(),
+       .row_groups = q2_k_row_groups()},
       {.type = G::Q3_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,

@@ -633,6 +633,17 @@ void regroup_q4_k(uint8_t* rows, uint8_t* group, int64_t n) {
                             {offsetof(BlockQ4_K, qs), 4, 32}});
 }
 
+// Q2_K: per super-block (1344 bytes), the 16 d, the 16 dmin, the 16 scale bytes as 16 parts of 1 and the 64 quant
+// bytes as 16 parts of 4 (Q2KGroup).
+template <bool kToGroup>
+void regroup_q2_k(uint8_t* rows, uint8_t* group, int64_t n) {
+  regroup_blocks<kToGroup>(rows, group, n / kQK_K, sizeof(BlockQ2_K),
+                           {{offsetof(BlockQ2_K, d), 2, 1},
+                            {offsetof(BlockQ2_K, dmin), 2, 1},
+                            {offsetof(BlockQ2_K, scales), 1, 16},
+                            {offsetof(BlockQ2_K, qs), 4, 16}});
+}
+
 // A grouped tile's reference: each whole group ungrouped, then `dot` per output; the rows after the last whole
 // group are in file order.
 void grouped_tile(void (*ungroup)(const void*, void*, int64_t), void (*dot)(int64_t, float*, const void*, const void*),
@@ -664,6 +675,7 @@ TT_ROW_GROUP_LAYOUT(q8_0)
 TT_ROW_GROUP_LAYOUT(q4_0)
 TT_ROW_GROUP_LAYOUT(q4_1)
 TT_ROW_GROUP_LAYOUT(q4_k)
+TT_ROW_GROUP_LAYOUT(q2_k)
 #undef TT_ROW_GROUP_LAYOUT
 
 TT_TILE_DECL(tile_q4_1_rows16) {
@@ -680,6 +692,12 @@ TT_TILE_DECL(tile_q4_k_rows16_gemv) {
 }
 TT_TILE_DECL(tile_q4_k_rows16_gemm) {
   grouped_tile(ungroup_rows_q4_k, repack_gemm_q4_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
+}
+TT_TILE_DECL(tile_q2_k_rows16_gemv) {
+  grouped_tile(ungroup_rows_q2_k, repack_gemv_q2_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
+}
+TT_TILE_DECL(tile_q2_k_rows16_gemm) {
+  grouped_tile(ungroup_rows_q2_k, repack_gemm_q2_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
 }
 
 void quantize_q4_0(const float* src, void* dst, int64_t n) {
