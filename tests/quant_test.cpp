@@ -751,9 +751,10 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
       if (batched) dots = {k->vec_dot, batched->single, batched->batch};
       for (const DotKernel& dot : dots) {
         if (dot.tile) ++tiles_seen;
-        // 130 rows: at n = 2048 a lone token's rows past L2, which AVX2's legacy tiles stream one at a time.
-        for (auto [nr, nt] :
-             {std::pair<int64_t, int64_t>{1, 1}, {8, 1}, {13, 1}, {130, 1}, {8, 4}, {13, 3}, {24, 6}, {16, 9}}) {
+        // 130 rows: at n = 2048 a lone token's rows past L2, which AVX2's legacy tiles stream one at a time. Token
+        // counts with every remainder of the passes of 2, 4 and 8 tokens the tiles take.
+        for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1}, {8, 1}, {13, 1}, {130, 1}, {5, 2}, {8, 4}, {13, 3},
+                              {24, 6}, {11, 7}, {16, 9}, {9, 10}}) {
           const uint64_t x_row = row_bytes(type, n), y_row = row_bytes(k->vec_dot_type, n);
           std::vector<uint8_t> x, y;
           for (int64_t r = 0; r < nr; ++r) {
