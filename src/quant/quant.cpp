@@ -539,10 +539,11 @@ const char* llamacpp_build_name(LlamaCppBuild b) {
 }
 
 const BatchedKernels* batched_for(const QuantKernels& k, int64_t K, int64_t N, LlamaCppBuild build) {
-  static const BatchedKernels f16_amd{
-      BatchedKernels::Grouping::kWholeBatch, [](int64_t k_cols, int64_t) { return k_cols % 16 == 0; },
-      each_isa(TT_EACH_ISA(vec_dot_f16_simd64))[static_cast<int>(isa())],
-      each_isa(TT_EACH_ISA(dot_f16_tinyblas), avx2::tile_f16_tinyblas)[static_cast<int>(isa())]};
+  static const BatchedKernels f16_amd{BatchedKernels::Grouping::kWholeBatch,
+                                      [](int64_t k_cols, int64_t) { return k_cols % 16 == 0; },
+                                      each_isa(TT_EACH_ISA(vec_dot_f16_simd64))[static_cast<int>(isa())],
+                                      each_isa(TT_EACH_ISA(dot_f16_tinyblas), avx2::tile_f16_tinyblas,
+                                               avx2::tile_f16_tinyblas)[static_cast<int>(isa())]};
   if (k.type == GgmlType::F16 && build == LlamaCppBuild::kAmdAvx512) return f16_amd.applies(K, N) ? &f16_amd : nullptr;
   return k.batched_for(K, N);
 }
