@@ -753,8 +753,17 @@ TEST(QuantVecDot, TileKernelsEqualTheirRowKernelExactly) {
         if (dot.tile) ++tiles_seen;
         // 130 rows: at n = 2048 a lone token's rows past L2, which AVX2's legacy tiles stream one at a time. Token
         // counts with every remainder of the passes of 2, 4 and 8 tokens the tiles take.
-        for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1}, {8, 1}, {13, 1}, {130, 1}, {5, 2}, {8, 4}, {13, 3},
-                              {24, 6}, {11, 7}, {16, 9}, {9, 10}}) {
+        for (auto [nr, nt] : {std::pair<int64_t, int64_t>{1, 1},
+                              {8, 1},
+                              {13, 1},
+                              {130, 1},
+                              {5, 2},
+                              {8, 4},
+                              {13, 3},
+                              {24, 6},
+                              {11, 7},
+                              {16, 9},
+                              {9, 10}}) {
           const uint64_t x_row = row_bytes(type, n), y_row = row_bytes(k->vec_dot_type, n);
           std::vector<uint8_t> x, y;
           for (int64_t r = 0; r < nr; ++r) {
@@ -874,6 +883,17 @@ TEST(QuantRowGroups, Q4_0TilesEqualTheRepackedKernel) {
     cases.push_back({"table batch", g->batch.tile, ref::repack_dot_q4_0});
   }
   expect_grouped_tiles_equal(G::Q4_0, ref::group_rows_q4_0, ref::ungroup_rows_q4_0, cases, {32, 96, 256, 2080});
+}
+
+// IQ4_NL's groups reproduce llama.cpp's repacked kernel (one order for every token).
+TEST(QuantRowGroups, IQ4_NLTilesEqualTheRepackedKernel) {
+  std::vector<GroupedCase> cases = {{"ref", ref::tile_iq4_nl_rows16, ref::repack_dot_iq4_nl}};
+  if (cpu_sets().avx512) cases.push_back({"avx512", avx512::tile_iq4_nl_rows16, ref::repack_dot_iq4_nl});
+  if (const auto& g = find_kernels(G::IQ4_NL)->row_groups) {
+    cases.push_back({"table single", g->single.tile, ref::repack_dot_iq4_nl});
+    cases.push_back({"table batch", g->batch.tile, ref::repack_dot_iq4_nl});
+  }
+  expect_grouped_tiles_equal(G::IQ4_NL, ref::group_rows_iq4_nl, ref::ungroup_rows_iq4_nl, cases, {32, 96, 256, 2080});
 }
 
 // Q4_K's groups reproduce llama.cpp's repacked kernels: the gemv (generation, the tokens of a prompt past its last

@@ -105,6 +105,8 @@ void group_rows_q4_1(const void* rows, void* grouped, int64_t n);
 void ungroup_rows_q4_1(const void* grouped, void* rows, int64_t n);
 void ungroup_rows_q4_k(const void* grouped, void* rows, int64_t n);
 void group_rows_q2_k(const void* rows, void* grouped, int64_t n);
+void group_rows_iq4_nl(const void* rows, void* grouped, int64_t n);
+void ungroup_rows_iq4_nl(const void* grouped, void* rows, int64_t n);
 void ungroup_rows_q2_k(const void* grouped, void* rows, int64_t n);
 TT_TILE_DECL(tile_q8_0_rows16);
 TT_TILE_DECL(tile_q4_0_rows16);
@@ -113,6 +115,7 @@ TT_TILE_DECL(tile_q4_k_rows16_gemv);
 TT_TILE_DECL(tile_q4_k_rows16_gemm);
 TT_TILE_DECL(tile_q2_k_rows16_gemv);
 TT_TILE_DECL(tile_q2_k_rows16_gemm);
+TT_TILE_DECL(tile_iq4_nl_rows16);
 
 // Flash attention over an F16 cache, as llama.cpp computes it: K.Q as products of halves summed in double in
 // element order; V accumulated in halves (acc = f16(fma(v, s, acc))), rescaled in halves (acc = f16(acc * s)).
@@ -226,6 +229,7 @@ TT_TILE_DECL(tile_q8_0_rows16);       // ref::tile_q8_0_rows16: rows in groups o
 TT_TILE_DECL(tile_q4_1_rows16);       // ref::tile_q4_1_rows16
 TT_TILE_DECL(tile_q4_k_rows16_gemm);  // ref::tile_q4_k_rows16_gemm
 TT_TILE_DECL(tile_q4_0_rows16);       // ref::tile_q4_0_rows16
+TT_TILE_DECL(tile_iq4_nl_rows16);     // ref::tile_iq4_nl_rows16
 TT_TILE_DECL(tile_q2_k_rows16_gemv);  // ref::tile_q2_k_rows16_gemv
 TT_TILE_DECL(tile_q2_k_rows16_gemm);  // ref::tile_q2_k_rows16_gemm
 }  // namespace avx512

@@ -178,6 +178,15 @@ PerIsa<std::optional<RowGroups>> q4_0_row_groups() {
   return out;
 }
 
+// IQ4_NL rows in groups of 16 on AVX-512 without AMX, as Q4_0's (llama.cpp's repacked order for every token).
+PerIsa<std::optional<RowGroups>> iq4_nl_row_groups() {
+  const DotKernel kernel{avx512::repack_dot_iq4_nl, avx512::tile_iq4_nl_rows16};
+  PerIsa<std::optional<RowGroups>> out;
+  for (Isa i : {Isa::kAvx512Vnni, Isa::kAvx512Bf16})
+    out[static_cast<int>(i)] = RowGroups{ref::group_rows_iq4_nl, kernel, kernel};
+  return out;
+}
+
 // Q4_1 rows in groups of 16 on AVX-512 VNNI (every token, as vec_dot).
 PerIsa<std::optional<RowGroups>> q4_1_row_groups() {
   const DotKernel kernel{avx512::vec_dot_q4_1, avx512::tile_q4_1_rows16};
@@ -375,7 +384,8 @@ const std::array<Entry, kTypes>& entries() {
        .vec_dot = each_isa(TT_EACH_ISA(vec_dot_iq4_nl)),
        .batched = repacked(
            each_isa(TT_EACH_ISA(repack_dot_iq4_nl), TT_SIMD(tile_repack_iq4_nl)),
-           amx_tile(each_isa(TT_EACH_ISA(repack_dot_iq4_nl), TT_SIMD(tile_repack_iq4_nl)), amx::tile_repack_iq4_nl))},
+           amx_tile(each_isa(TT_EACH_ISA(repack_dot_iq4_nl), TT_SIMD(tile_repack_iq4_nl)), amx::tile_repack_iq4_nl)),
+       .row_groups = iq4_nl_row_groups()},
       {.type = G::IQ4_XS,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,

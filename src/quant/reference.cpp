@@ -614,6 +614,13 @@ void regroup_q4_0(uint8_t* rows, uint8_t* group, int64_t n) {
                            {{offsetof(BlockQ4_0, d), 2, 1}, {offsetof(BlockQ4_0, qs), 4, 4}});
 }
 
+// IQ4_NL: as Q4_0 (the same block layout).
+template <bool kToGroup>
+void regroup_iq4_nl(uint8_t* rows, uint8_t* group, int64_t n) {
+  regroup_blocks<kToGroup>(rows, group, n / 32, sizeof(BlockIQ4_NL),
+                           {{offsetof(BlockIQ4_NL, d), 2, 1}, {offsetof(BlockIQ4_NL, qs), 4, 4}});
+}
+
 // Q4_1: per block, the 16 d, the 16 m, then the 16 bytes of quants as 4 parts of 4.
 template <bool kToGroup>
 void regroup_q4_1(uint8_t* rows, uint8_t* group, int64_t n) {
@@ -676,6 +683,7 @@ TT_ROW_GROUP_LAYOUT(q4_0)
 TT_ROW_GROUP_LAYOUT(q4_1)
 TT_ROW_GROUP_LAYOUT(q4_k)
 TT_ROW_GROUP_LAYOUT(q2_k)
+TT_ROW_GROUP_LAYOUT(iq4_nl)
 #undef TT_ROW_GROUP_LAYOUT
 
 TT_TILE_DECL(tile_q4_1_rows16) {
@@ -692,6 +700,9 @@ TT_TILE_DECL(tile_q4_k_rows16_gemv) {
 }
 TT_TILE_DECL(tile_q4_k_rows16_gemm) {
   grouped_tile(ungroup_rows_q4_k, repack_gemm_q4_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
+}
+TT_TILE_DECL(tile_iq4_nl_rows16) {
+  grouped_tile(ungroup_rows_iq4_nl, repack_dot_iq4_nl, n, nr, nt, x, x_row, y, y_row, out, ldo);
 }
 TT_TILE_DECL(tile_q2_k_rows16_gemv) {
   grouped_tile(ungroup_rows_q2_k, repack_gemv_q2_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
