@@ -686,30 +686,18 @@ TT_ROW_GROUP_LAYOUT(q2_k)
 TT_ROW_GROUP_LAYOUT(iq4_nl)
 #undef TT_ROW_GROUP_LAYOUT
 
-TT_TILE_DECL(tile_q4_1_rows16) {
-  grouped_tile(ungroup_rows_q4_1, vec_dot_q4_1, n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
-TT_TILE_DECL(tile_q4_0_rows16) {
-  grouped_tile(ungroup_rows_q4_0, repack_dot_q4_0, n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
-TT_TILE_DECL(tile_q8_0_rows16) {
-  grouped_tile(ungroup_rows_q8_0, vec_dot_q8_0, n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
-TT_TILE_DECL(tile_q4_k_rows16_gemv) {
-  grouped_tile(ungroup_rows_q4_k, repack_gemv_q4_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
-TT_TILE_DECL(tile_q4_k_rows16_gemm) {
-  grouped_tile(ungroup_rows_q4_k, repack_gemm_q4_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
-TT_TILE_DECL(tile_iq4_nl_rows16) {
-  grouped_tile(ungroup_rows_iq4_nl, repack_dot_iq4_nl, n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
-TT_TILE_DECL(tile_q2_k_rows16_gemv) {
-  grouped_tile(ungroup_rows_q2_k, repack_gemv_q2_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
-TT_TILE_DECL(tile_q2_k_rows16_gemm) {
-  grouped_tile(ungroup_rows_q2_k, repack_gemm_q2_k, n, nr, nt, x, x_row, y, y_row, out, ldo);
-}
+// A grouped tile's reference: grouped_tile with layout T's ungrouping and the file-order kernel DOT.
+#define TT_GROUPED_TILE(NAME, T, DOT) \
+  TT_TILE_DECL(NAME) { grouped_tile(ungroup_rows_##T, DOT, n, nr, nt, x, x_row, y, y_row, out, ldo); }
+TT_GROUPED_TILE(tile_q4_1_rows16, q4_1, vec_dot_q4_1)
+TT_GROUPED_TILE(tile_q4_0_rows16, q4_0, repack_dot_q4_0)
+TT_GROUPED_TILE(tile_q8_0_rows16, q8_0, vec_dot_q8_0)
+TT_GROUPED_TILE(tile_q4_k_rows16_gemv, q4_k, repack_gemv_q4_k)
+TT_GROUPED_TILE(tile_q4_k_rows16_gemm, q4_k, repack_gemm_q4_k)
+TT_GROUPED_TILE(tile_iq4_nl_rows16, iq4_nl, repack_dot_iq4_nl)
+TT_GROUPED_TILE(tile_q2_k_rows16_gemv, q2_k, repack_gemv_q2_k)
+TT_GROUPED_TILE(tile_q2_k_rows16_gemm, q2_k, repack_gemm_q2_k)
+#undef TT_GROUPED_TILE
 
 void quantize_q4_0(const float* src, void* dst, int64_t n) {
   BlockQ4_0* y = blocks<BlockQ4_0>(dst);
