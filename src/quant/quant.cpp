@@ -549,6 +549,8 @@ const char* llamacpp_build_name(LlamaCppBuild b) {
 }
 
 const BatchedKernels* batched_for(const QuantKernels& k, int64_t K, int64_t N, LlamaCppBuild build) {
+  // The AMD build's F16 batches: the AVX-512 levels take the AVX2 tile too (the same order; output by output was
+  // half its speed, docs/performance.md "AVX-512 without AMX").
   static const BatchedKernels f16_amd{BatchedKernels::Grouping::kWholeBatch,
                                       [](int64_t k_cols, int64_t) { return k_cols % 16 == 0; },
                                       each_isa(TT_EACH_ISA(vec_dot_f16_simd64))[static_cast<int>(isa())],
