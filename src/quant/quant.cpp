@@ -165,16 +165,19 @@ PerIsa<std::optional<RowGroups>> q8_0_row_groups() {
   return out;
 }
 
+// `groups` on the AVX-512 levels without AMX (the AMX levels' prompt tiles read the file's rows).
+void set_avx512_without_amx(PerIsa<std::optional<RowGroups>>& out, const RowGroups& groups) {
+  for (Isa i : {Isa::kAvx512Vnni, Isa::kAvx512Bf16}) out[static_cast<int>(i)] = groups;
+}
+
 // Q4_0 rows in groups of 16 on AVX2 and on AVX-512 without AMX (every token: llama.cpp's repacked order, where N is
-// a multiple of 8): rows in lanes need no reduction of the 8 rows' sums (docs/performance.md). Not on the AMX levels,
-// whose prompt tiles read the file's rows.
+// a multiple of 8): rows in lanes need no reduction of the 8 rows' sums (docs/performance.md).
 PerIsa<std::optional<RowGroups>> q4_0_row_groups() {
   const DotKernel avx2_kernel{avx2::repack_dot_q4_0, avx2::tile_q4_0_rows16};
   const DotKernel avx512_kernel{avx512::repack_dot_q4_0, avx512::tile_q4_0_rows16};
   PerIsa<std::optional<RowGroups>> out;
   out[static_cast<int>(Isa::kAvx2)] = RowGroups{ref::group_rows_q4_0, avx2_kernel, avx2_kernel};
-  for (Isa i : {Isa::kAvx512Vnni, Isa::kAvx512Bf16})
-    out[static_cast<int>(i)] = RowGroups{ref::group_rows_q4_0, avx512_kernel, avx512_kernel};
+  set_avx512_without_amx(out, RowGroups{ref::group_rows_q4_0, avx512_kernel, avx512_kernel});
   return out;
 }
 
@@ -182,8 +185,7 @@ PerIsa<std::optional<RowGroups>> q4_0_row_groups() {
 PerIsa<std::optional<RowGroups>> iq4_nl_row_groups() {
   const DotKernel kernel{avx512::repack_dot_iq4_nl, avx512::tile_iq4_nl_rows16};
   PerIsa<std::optional<RowGroups>> out;
-  for (Isa i : {Isa::kAvx512Vnni, Isa::kAvx512Bf16})
-    out[static_cast<int>(i)] = RowGroups{ref::group_rows_iq4_nl, kernel, kernel};
+  set_avx512_without_amx(out, RowGroups{ref::group_rows_iq4_nl, kernel, kernel});
   return out;
 }
 
@@ -212,13 +214,12 @@ PerIsa<std::optional<RowGroups>> q4_k_row_groups() {
 }
 
 // Q2_K rows in groups of 16 on AVX-512 without AMX (llama.cpp's repacked orders: the gemv for single tokens, the gemm
-// for batches; rows in lanes need no reduction). Not on the AMX levels, whose gemm tiles read the file's rows.
+// for batches; rows in lanes need no reduction).
 PerIsa<std::optional<RowGroups>> q2_k_row_groups() {
   PerIsa<std::optional<RowGroups>> out;
-  for (Isa i : {Isa::kAvx512Vnni, Isa::kAvx512Bf16})
-    out[static_cast<int>(i)] =
-        RowGroups{ref::group_rows_q2_k, DotKernel{avx512::repack_gemv_q2_k, avx512::tile_q2_k_rows16_gemv},
-                  DotKernel{avx512::repack_gemm_q2_k, avx512::tile_q2_k_rows16_gemm}};
+  set_avx512_without_amx(
+      out, RowGroups{ref::group_rows_q2_k, DotKernel{avx512::repack_gemv_q2_k, avx512::tile_q2_k_rows16_gemv},
+                     DotKernel{avx512::repack_gemm_q2_k, avx512::tile_q2_k_rows16_gemm}});
   return out;
 }
 

@@ -614,11 +614,11 @@ void regroup_q4_0(uint8_t* rows, uint8_t* group, int64_t n) {
                            {{offsetof(BlockQ4_0, d), 2, 1}, {offsetof(BlockQ4_0, qs), 4, 4}});
 }
 
-// IQ4_NL: as Q4_0 (the same block layout).
+// IQ4_NL: Q4_0's layout (the same block: d, then 16 quant bytes).
+static_assert(sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0) && offsetof(BlockIQ4_NL, qs) == offsetof(BlockQ4_0, qs));
 template <bool kToGroup>
 void regroup_iq4_nl(uint8_t* rows, uint8_t* group, int64_t n) {
-  regroup_blocks<kToGroup>(rows, group, n / 32, sizeof(BlockIQ4_NL),
-                           {{offsetof(BlockIQ4_NL, d), 2, 1}, {offsetof(BlockIQ4_NL, qs), 4, 4}});
+  regroup_q4_0<kToGroup>(rows, group, n);
 }
 
 // Q4_1: per block, the 16 d, the 16 m, then the 16 bytes of quants as 4 parts of 4.
