@@ -261,7 +261,7 @@ const int kRegistered = [] {
     benchmark::RegisterBenchmark(("VecDot/" + name + "/fast").c_str(), run, t, true);
   }
   for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                     GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
+                     GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     benchmark::RegisterBenchmark(("Gemm/" + std::string(type_name(t))).c_str(), gemm, t)->Apply(row_lengths);
   }
   // stories260K's weights: rows of 64 and 172 (a tail after the 32-element steps).

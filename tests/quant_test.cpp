@@ -1561,6 +1561,17 @@ TEST(QuantAmx, TileIQ4_XSEqualsVecDotExactly) {
   expect_k_tile_equals_vec_dot<IQ4XSMatrices>(G::IQ4_XS, amx::tile_iq4_xs, avx512::vec_dot_iq4_xs, nullptr);
 }
 
+// The AVX-512 IQ4_XS tile, whose batches of 4 tokens or more run 16 rows a register (the panels), on the same cases.
+TEST(QuantVecDot, Avx512TileIQ4_XSEqualsVecDotExactly) {
+  if (!cpu_sets().avx512) GTEST_SKIP() << "no AVX-512";
+  expect_k_tile_equals_vec_dot<IQ4XSMatrices>(G::IQ4_XS, avx512::tile_iq4_xs, avx512::vec_dot_iq4_xs, nullptr);
+}
+
+TEST(QuantVecDot, Avx512TileIQ4_XSHonoursStrides) {
+  if (!cpu_sets().avx512) GTEST_SKIP() << "no AVX-512";
+  expect_k_tile_honours_strides<IQ4XSMatrices>(G::IQ4_XS, avx512::tile_iq4_xs);
+}
+
 TEST(QuantAmx, TileIQ4_XSHonoursStrides) {
   if (!amx_available()) GTEST_SKIP() << kNoAmx;
   expect_k_tile_honours_strides<IQ4XSMatrices>(G::IQ4_XS, amx::tile_iq4_xs);

@@ -137,6 +137,29 @@ inline void prefetch_ahead(const void* p, uint64_t bytes) {
   for (uint64_t o = 0; o < bytes; o += line) _mm_prefetch(static_cast<const char*>(p) + o, _MM_HINT_T0);
 }
 
+// dst[c][r] = src[r][c] for an 8 x 8 block of 32-bit values (rows lds and ldd values apart; shuffles only, so any
+// 32-bit data passes through unchanged).
+template <typename T>
+inline void transpose8(const T* src, int64_t lds, T* dst, int64_t ldd) {
+  static_assert(sizeof(T) == 4);
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + i * lds));
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(reinterpret_cast<float*>(dst + i * ldd), _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(reinterpret_cast<float*>(dst + (i + 4) * ldd), _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
