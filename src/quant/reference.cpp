@@ -571,22 +571,6 @@ void move_part(uint8_t* rows, uint64_t row_bytes, int64_t r, uint64_t at, uint8_
     std::memcpy(row, group + g, len);
 }
 
-// Q8_0: first every block's 16 scales, then each block's 8 parts of 4 quant bytes, each part for the 16 rows side by
-// side.
-template <bool kToGroup>
-void regroup_q8_0(uint8_t* rows, uint8_t* group, int64_t n) {
-  const int64_t nb = n / 32;
-  const uint64_t row = nb * sizeof(BlockQ8_0);
-  for (int64_t r = 0; r < 16; ++r)
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint64_t at = b * sizeof(BlockQ8_0);
-      move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ8_0, d), group, 32 * b + 2 * r, 2);
-      for (int i = 0; i < 8; ++i)
-        move_part<kToGroup>(rows, row, r, at + offsetof(BlockQ8_0, qs) + 4 * i, group,
-                            32 * nb + 512 * b + 64 * i + 4 * r, 4);
-    }
-}
-
 // A block layout in groups: the block's fields in order, each as `count` parts of `width` bytes, each part the 16
 // rows' side by side (16 * width bytes).
 struct GroupedField {
@@ -612,6 +596,13 @@ template <bool kToGroup>
 void regroup_q4_0(uint8_t* rows, uint8_t* group, int64_t n) {
   regroup_blocks<kToGroup>(rows, group, n / 32, sizeof(BlockQ4_0),
                            {{offsetof(BlockQ4_0, d), 2, 1}, {offsetof(BlockQ4_0, qs), 4, 4}});
+}
+
+// Q8_0: per block, the 16 d, then the 32 bytes of quants as 8 parts of 4 (one stream: docs/performance.md).
+template <bool kToGroup>
+void regroup_q8_0(uint8_t* rows, uint8_t* group, int64_t n) {
+  regroup_blocks<kToGroup>(rows, group, n / 32, sizeof(BlockQ8_0),
+                           {{offsetof(BlockQ8_0, d), 2, 1}, {offsetof(BlockQ8_0, qs), 4, 8}});
 }
 
 // IQ4_NL: Q4_0's layout (the same block: d, then 16 quant bytes).
