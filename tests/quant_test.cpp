@@ -873,6 +873,14 @@ TEST(QuantRowGroups, Q4_1TilesEqualVecDotOnTheFilesRows) {
       {32, 96, 256, 2080});
 }
 
+// Q3_K's groups: vec_dot's 8 lanes, each 32 elements' 16-element scales inside them.
+TEST(QuantRowGroups, Q3_KTilesEqualVecDotOnTheFilesRows) {
+  expect_grouped_tiles_equal(
+      G::Q3_K, ref::group_rows_q3_k, ref::ungroup_rows_q3_k,
+      vec_dot_cases(G::Q3_K, ref::tile_q3_k_rows16, ref::vec_dot_q3_k, avx512::tile_q3_k_rows16, avx512::vec_dot_q3_k),
+      {256, 512, 2048});
+}
+
 // Q4_0's groups reproduce llama.cpp's repacked kernel (one order for every token).
 TEST(QuantRowGroups, Q4_0TilesEqualTheRepackedKernel) {
   std::vector<GroupedCase> cases = {{"ref", ref::tile_q4_0_rows16, ref::repack_dot_q4_0}};

@@ -80,6 +80,12 @@ struct BlockQ3_K {
   uint16_t d;
 };
 static_assert(sizeof(BlockQ3_K) == 110);
+// A super-block of 16 Q3_K rows in groups (RowGroups; ref::group_rows_q3_k): the 16 d, the 12 scale bytes as 3 parts
+// of 4, the 32 hmask bytes as 8 parts of 4, the 64 qs bytes as 16 parts of 4, each part the 16 rows side by side.
+struct Q3KGroup {
+  static constexpr uint64_t kBytes = 16 * sizeof(BlockQ3_K);
+  static constexpr uint64_t kD = 0, kScales = 32, kHmask = 224, kQs = 736;
+};
 
 struct BlockQ4_K {
   uint16_t d;

@@ -108,6 +108,8 @@ void group_rows_q2_k(const void* rows, void* grouped, int64_t n);
 void group_rows_iq4_nl(const void* rows, void* grouped, int64_t n);
 void ungroup_rows_iq4_nl(const void* grouped, void* rows, int64_t n);
 void ungroup_rows_q2_k(const void* grouped, void* rows, int64_t n);
+void group_rows_q3_k(const void* rows, void* grouped, int64_t n);
+void ungroup_rows_q3_k(const void* grouped, void* rows, int64_t n);
 TT_TILE_DECL(tile_q8_0_rows16);
 TT_TILE_DECL(tile_q4_0_rows16);
 TT_TILE_DECL(tile_q4_1_rows16);
@@ -115,6 +117,7 @@ TT_TILE_DECL(tile_q4_k_rows16_gemv);
 TT_TILE_DECL(tile_q4_k_rows16_gemm);
 TT_TILE_DECL(tile_q2_k_rows16_gemv);
 TT_TILE_DECL(tile_q2_k_rows16_gemm);
+TT_TILE_DECL(tile_q3_k_rows16);
 TT_TILE_DECL(tile_iq4_nl_rows16);
 
 // Flash attention over an F16 cache, as llama.cpp computes it: K.Q as products of halves summed in double in
@@ -232,6 +235,7 @@ TT_TILE_DECL(tile_q4_0_rows16);       // ref::tile_q4_0_rows16
 TT_TILE_DECL(tile_iq4_nl_rows16);     // ref::tile_iq4_nl_rows16
 TT_TILE_DECL(tile_q2_k_rows16_gemv);  // ref::tile_q2_k_rows16_gemv
 TT_TILE_DECL(tile_q2_k_rows16_gemm);  // ref::tile_q2_k_rows16_gemm
+TT_TILE_DECL(tile_q3_k_rows16);       // ref::tile_q3_k_rows16
 }  // namespace avx512
 // VDPBF16PS (files *_avx512bf16.cpp, compiled for AVX-512 + BF16): llama.cpp's BF16 orders on the instruction it
 // ran them with. Only called where the CPU has AVX512-BF16.

@@ -213,6 +213,15 @@ PerIsa<std::optional<RowGroups>> q4_k_row_groups() {
   return out;
 }
 
+// Q3_K rows in groups of 16 on AVX-512 without AMX (vec_dot's order for every token; ggml's 8 lanes a row are 8
+// accumulators of the rows' lanes).
+PerIsa<std::optional<RowGroups>> q3_k_row_groups() {
+  PerIsa<std::optional<RowGroups>> out;
+  const DotKernel kernel{avx512::vec_dot_q3_k, avx512::tile_q3_k_rows16};
+  set_avx512_without_amx(out, RowGroups{ref::group_rows_q3_k, kernel, kernel});
+  return out;
+}
+
 // Q2_K rows in groups of 16 on AVX-512 without AMX (llama.cpp's repacked orders: the gemv for single tokens, the gemm
 // for batches; rows in lanes need no reduction).
 PerIsa<std::optional<RowGroups>> q2_k_row_groups() {
@@ -338,7 +347,8 @@ const std::array<Entry, kTypes>& entries() {
        .dequantize_row = ref::dequantize_q3_k,
        .quantize_row = ref::quantize_q3_k,
        .vec_dot_ref = ref::vec_dot_q3_k,
-       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q3_k), TT_SIMD(tile_q3_k))},
+       .vec_dot = each_isa(TT_EACH_ISA(vec_dot_q3_k), TT_SIMD(tile_q3_k)),
+       .row_groups = q3_k_row_groups()},
       {.type = G::Q4_K,
        .vec_dot_type = G::Q8_K,
        .block_size = kQK_K,

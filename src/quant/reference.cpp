@@ -605,6 +605,19 @@ void regroup_q8_0(uint8_t* rows, uint8_t* group, int64_t n) {
                            {{offsetof(BlockQ8_0, d), 2, 1}, {offsetof(BlockQ8_0, qs), 4, 8}});
 }
 
+// Q3_K: per super-block, the 16 d, the 12 scale bytes as 3 parts of 4, the 32 hmask bytes as 8 parts of 4 and the
+// 64 qs bytes as 16 parts of 4 (Q3KGroup).
+template <bool kToGroup>
+void regroup_q3_k(uint8_t* rows, uint8_t* group, int64_t n) {
+  regroup_blocks<kToGroup>(rows, group, n / kQK_K, sizeof(BlockQ3_K),
+                           {{offsetof(BlockQ3_K, d), 2, 1},
+                            {offsetof(BlockQ3_K, scales), 4, 3},
+                            {offsetof(BlockQ3_K, hmask), 4, 8},
+                            {offsetof(BlockQ3_K, qs), 4, 16}});
+}
+static_assert(Q3KGroup::kScales == 16 * 2 && Q3KGroup::kHmask == Q3KGroup::kScales + 16 * 12 &&
+              Q3KGroup::kQs == Q3KGroup::kHmask + 16 * 32);
+
 // IQ4_NL: Q4_0's layout (the same block: d, then 16 quant bytes).
 static_assert(sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0) && offsetof(BlockIQ4_NL, qs) == offsetof(BlockQ4_0, qs));
 template <bool kToGroup>
@@ -674,6 +687,7 @@ TT_ROW_GROUP_LAYOUT(q4_0)
 TT_ROW_GROUP_LAYOUT(q4_1)
 TT_ROW_GROUP_LAYOUT(q4_k)
 TT_ROW_GROUP_LAYOUT(q2_k)
+TT_ROW_GROUP_LAYOUT(q3_k)
 TT_ROW_GROUP_LAYOUT(iq4_nl)
 #undef TT_ROW_GROUP_LAYOUT
 
@@ -688,6 +702,7 @@ TT_GROUPED_TILE(tile_q4_k_rows16_gemm, q4_k, repack_gemm_q4_k)
 TT_GROUPED_TILE(tile_iq4_nl_rows16, iq4_nl, repack_dot_iq4_nl)
 TT_GROUPED_TILE(tile_q2_k_rows16_gemv, q2_k, repack_gemv_q2_k)
 TT_GROUPED_TILE(tile_q2_k_rows16_gemm, q2_k, repack_gemm_q2_k)
+TT_GROUPED_TILE(tile_q3_k_rows16, q3_k, vec_dot_q3_k)
 #undef TT_GROUPED_TILE
 
 void quantize_q4_0(const float* src, void* dst, int64_t n) {
