@@ -188,6 +188,16 @@ inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const
   return static_cast<float>(sum);
 }
 
+#if TT_SIMD_VNNI
+// ggml's 8 float lanes of 16 rows (lane L of row r: lane r of a[L]) summed in hsum's order,
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)): the row-group kernels' final sum (bit for bit with hsum).
+inline __m512 hsum_lanes(const __m512* a) {
+  const __m512 even = _mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6]));
+  const __m512 odd = _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7]));
+  return _mm512_add_ps(even, odd);
+}
+#endif
+
 // acc + sums of 4 adjacent products u[i]*s[i] (u unsigned, s signed bytes) as 8 int32.
 inline __m256i dot_us8_acc(__m256i acc, __m256i u, __m256i s) {
 #if TT_SIMD_VNNI
