@@ -318,6 +318,69 @@ TEST(ThreadPool, RunAsyncLeavesTheOtherSharesRunningUntilWaitOrTheNextRun) {
   EXPECT_EQ(calls, 1);
 }
 
+// A barrier whose waiting threads read ahead (the executor's next product's weights) synchronises as the plain one:
+// no thread passes it before every thread has arrived, whether the span is long (the others arrive first), short,
+// or empty.
+TEST(ThreadPool, ABarrierThatReadsAheadStillSynchronises) {
+  std::vector<uint8_t> weights(8 << 20, 1);
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::atomic<int> arrived{0}, early{0};
+    constexpr int kRounds = 300;
+    pool.run([&](int ith) {
+      for (int r = 0; r < kRounds; ++r) {
+        arrived.fetch_add(1);
+        const size_t bytes = (r + ith) % 3 == 0 ? 0 : (r + ith) % 3 == 1 ? 300 : weights.size();
+        pool.barrier({weights.data(), bytes});
+        if (arrived.load() < (r + 1) * threads) early.fetch_add(1);
+        pool.barrier();
+      }
+    });
+    EXPECT_EQ(early.load(), 0) << threads << " threads";
+    EXPECT_EQ(arrived.load(), kRounds * threads);
+  }
+}
+
+// The weight bytes a thread reads ahead before a product are its first chunk of the product's rows (the one it takes
+// without a claim): whole 16-row tiles from the weight's start, thread after thread, about half of the rows in the
+// first round, cut at max_bytes; nothing for one thread or another op.
+TEST(Kernels, FirstWeightBytesAreEachThreadsFirstChunkOfRows) {
+  constexpr int64_t K = 32, N = 1000;
+  OpHarness h;
+  Tensor* w = h.leaf("w", {K, N}, std::vector<float>(K * N, 0.5f));
+  Tensor* x = h.leaf("x", {K, 1}, std::vector<float>(K, 1.0f));
+  Tensor* y = h.b.mul_mat(w, x, "mm");
+  h.b.add(y, y, "add");
+  const Node& mm = h.g.nodes()[0];
+  const Node& add = h.g.nodes()[1];
+  ASSERT_EQ(mm.op, OpKind::MUL_MAT);
+  const uint64_t row = w->row_size(), tile = 16 * row, all = N * row;
+  for (int nth : {2, 3, 4}) {
+    const uint8_t* next = w->data;
+    uint64_t first_round = 0;
+    for (int ith = 0; ith < nth; ++ith) {
+      const std::span<const uint8_t> b = first_weight_bytes(mm, ith, nth, SIZE_MAX);
+      EXPECT_EQ(b.data(), next) << nth << " threads, thread " << ith;
+      EXPECT_GT(b.size(), 0u);
+      EXPECT_EQ(b.size() % tile, 0u) << nth << " threads, thread " << ith;
+      next = b.data() + b.size();
+      first_round += b.size();
+      EXPECT_EQ(first_weight_bytes(mm, ith, nth, 1000).size(), 1000u);
+    }
+    EXPECT_GE(first_round, all * 2 / 5) << nth << " threads";
+    EXPECT_LE(first_round, all * 3 / 5) << nth << " threads";
+    EXPECT_TRUE(first_weight_bytes(add, 0, nth, SIZE_MAX).empty());
+  }
+  EXPECT_TRUE(first_weight_bytes(mm, 0, 1, SIZE_MAX).empty());
+  // Fewer tiles than threads: the last thread's first chunk is empty, at the weight's end.
+  OpHarness small;
+  Tensor* ws = small.leaf("w", {K, 20}, std::vector<float>(K * 20, 0.5f));
+  small.b.mul_mat(ws, small.leaf("x", {K, 1}, std::vector<float>(K, 1.0f)), "mm");
+  const std::span<const uint8_t> last = first_weight_bytes(small.g.nodes()[0], 2, 3, SIZE_MAX);
+  EXPECT_EQ(last.size(), 0u);
+  EXPECT_EQ(last.data(), ws->data + 20 * ws->row_size());
+}
+
 // Spans of every node and thread, pre-filled with a marker the executor must overwrite.
 struct SpanRecorder : ExecObserver {
   std::vector<std::vector<WorkerSpan>> slots;

@@ -83,6 +83,9 @@ class Executor {
   uint64_t min_parallel_work_;
   NodeResidency* residency_ = nullptr;
   std::vector<uint8_t> plan_;  // per node, rebuilt each run (positions change the attention's work)
+  // Per node with a barrier after it: the next split node whose model weights the waiting threads read ahead
+  // (first_weight_bytes), or -1.
+  std::vector<int32_t> read_ahead_;
   // Each thread's work memory (ComputeContext::thread_scratch): thread i's at i * thread_scratch_stride_, grown by
   // plan() to the graph's largest thread_scratch_bytes, so kernels never allocate.
   AlignedBuffer thread_scratch_;

@@ -119,7 +119,7 @@ void ThreadPool::worker_loop(int ith) {
   }
 }
 
-void ThreadPool::barrier() {
+void ThreadPool::barrier(std::span<const uint8_t> ahead) {
   if (n_threads_ == 1) return;
   uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
   if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
@@ -127,7 +127,13 @@ void ThreadPool::barrier() {
     barrier_phase_.fetch_add(1, std::memory_order_release);
     return;
   }
-  wait_until([&] { return barrier_phase_.load(std::memory_order_acquire) != phase || failed(); });
+  auto released = [&] { return barrier_phase_.load(std::memory_order_acquire) != phase || failed(); };
+  // Four lines between looks at the barrier: the loads are independent, so they are in flight together.
+  constexpr size_t kLine = 64, kLinesPerLook = 4;
+  for (size_t o = 0; o + kLine * kLinesPerLook <= ahead.size() && !released(); o += kLine * kLinesPerLook)
+    for (size_t l = 0; l < kLinesPerLook; ++l)
+      (void)*static_cast<const volatile uint8_t*>(ahead.data() + o + l * kLine);
+  wait_until(released);
   if (barrier_phase_.load(std::memory_order_acquire) == phase) throw JobFailed{};
 }
 

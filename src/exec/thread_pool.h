@@ -12,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -33,8 +34,10 @@ class ThreadPool {
   void run_async(const std::function<void(int ith)>& fn);
   // Waits for the shares run_async left running; rethrows the first error of that job.
   void wait();
-  // Waits for every thread; throws (ending the caller's share) once fn has thrown on another thread.
-  void barrier();
+  // Waits for every thread; throws (ending the caller's share) once fn has thrown on another thread. A thread that
+  // waits reads `ahead` meanwhile, a cache line at a time, until the others arrive: bytes it streams next (the
+  // next product's weights, Executor::run) are then in its caches instead of on their way from memory.
+  void barrier(std::span<const uint8_t> ahead = {});
   // Small integer id of the calling thread within the pool (0 for the caller of run()).
   static int current_thread();
   // Threads 0 and 1 pass a flag back and forth `round_trips` times: the mean time of one round trip in ns (0 with

@@ -24,12 +24,14 @@ void for_each_chunk(const ComputeContext& ctx, int64_t n_chunks, F f) {
   for (int64_t c = ctx.next_chunk(); c < n_chunks; c = ctx.next_chunk()) f(c);
 }
 
+// n units' chunks for nth threads. The smallest chunks are 1/64 of the units, at most 8 (a large output projection's
+// last chunks then cost a few microseconds, not tens).
+ShrinkingChunks shrinking_chunks(int64_t n, int nth) { return {n, nth, std::min<int64_t>(n / 64, 8)}; }
+
 // f(begin, end) for this thread's chunks of n units (ShrinkingChunks; without a shared counter, every nth chunk).
-// The smallest chunks are 1/64 of the units, at most 8 (a large output projection's last chunks then cost a few
-// microseconds, not tens).
 template <typename F>
 void for_each_shrinking_chunk(const ComputeContext& ctx, int64_t n, F f) {
-  ShrinkingChunks chunks{n, ctx.nth, std::min<int64_t>(n / 64, 8)};
+  ShrinkingChunks chunks = shrinking_chunks(n, ctx.nth);
   const bool shared = ctx.chunk_counter != nullptr && ctx.nth > 1;
   for (int64_t c = ctx.ith;; c = shared ? ctx.nth + ctx.next_chunk() : c + ctx.nth) {
     const Range r = chunks.chunk(c);
@@ -205,7 +207,7 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   // machine slows down takes fewer instead of holding the others at the barrier. Every output is computed the same
   // way whichever thread takes it.
   constexpr int64_t kRowTile = kRowGroup, kTokTile = 64;  // a tile of grouped rows is one group
-  const int64_t tiles = (N + kRowTile - 1) / kRowTile;
+  const int64_t tiles = (N + kRowTile - 1) / kRowTile;    // as first_weight_bytes counts them
   for_each_shrinking_chunk(ctx, tiles, [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t rows_begin = tile_begin * kRowTile, rows_end = std::min(N, tile_end * kRowTile);
     if (M == 1) {
@@ -230,6 +232,20 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
     }
   });
 }
+
+}  // namespace
+
+std::span<const uint8_t> first_weight_bytes(const Node& n, int ith, int nth, size_t max_bytes) {
+  if (n.op != OpKind::MUL_MAT || nth < 2) return {};
+  const Tensor& w = *n.src[0];
+  const int64_t N = w.ne[1], tiles = (N + kRowGroup - 1) / kRowGroup;
+  const Range r = shrinking_chunks(tiles, nth).chunk(ith);  // mul_mat's chunk ith: thread ith's first
+  const uint64_t begin = static_cast<uint64_t>(std::min(N, r.begin * kRowGroup)) * w.row_size();
+  const uint64_t end = static_cast<uint64_t>(std::min(N, r.end * kRowGroup)) * w.row_size();
+  return {w.data + begin, std::min<size_t>(end - begin, max_bytes)};
+}
+
+namespace {
 
 // The dot product MUL_MAT_ID uses for a weight: llama.cpp multiplies repacked expert weights (see BatchedKernels)
 // one token at a time, with the kernel a lone token gets.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "graph/graph.h"
 
@@ -48,6 +49,11 @@ size_t thread_scratch_bytes(const Node& node);
 bool shares_converted_input(const Node& previous, const Node& node);
 
 void compute_node(const Node& node, const ComputeContext& ctx);
+
+// The weight bytes thread ith of nth streams first in a split MUL_MAT (its first chunk of output rows, which it takes
+// without a claim), at most max_bytes of them; empty for other ops. A thread waiting at the barrier before the node
+// can read them ahead (Executor::run).
+std::span<const uint8_t> first_weight_bytes(const Node& node, int ith, int nth, size_t max_bytes);
 
 // A node's work in byte-equivalents: the bytes it reads and writes, plus its multiply-adds for products and
 // attention (a thread streams a byte from L2 in about the time it does a multiply-add of these kernels).
