@@ -320,24 +320,30 @@ TEST(ThreadPool, RunAsyncLeavesTheOtherSharesRunningUntilWaitOrTheNextRun) {
 
 // A barrier whose waiting threads read ahead (the executor's next product's weights) synchronises as the plain one:
 // no thread passes it before every thread has arrived, whether the span is long (the others arrive first), short,
-// or empty.
+// or empty; only the threads that wait ask for the span.
 TEST(ThreadPool, ABarrierThatReadsAheadStillSynchronises) {
   std::vector<uint8_t> weights(8 << 20, 1);
   for (int threads : {2, 3}) {
     ThreadPool pool(threads);
-    std::atomic<int> arrived{0}, early{0};
+    std::atomic<int> arrived{0}, early{0}, asked{0};
     constexpr int kRounds = 300;
     pool.run([&](int ith) {
       for (int r = 0; r < kRounds; ++r) {
         arrived.fetch_add(1);
         const size_t bytes = (r + ith) % 3 == 0 ? 0 : (r + ith) % 3 == 1 ? 300 : weights.size();
-        pool.barrier({weights.data(), bytes});
+        pool.barrier([&] {
+          asked.fetch_add(1);
+          return std::span<const uint8_t>(weights.data(), bytes);
+        });
         if (arrived.load() < (r + 1) * threads) early.fetch_add(1);
         pool.barrier();
       }
     });
     EXPECT_EQ(early.load(), 0) << threads << " threads";
     EXPECT_EQ(arrived.load(), kRounds * threads);
+    // The last thread to arrive releases the others without asking what to read.
+    EXPECT_LE(asked.load(), kRounds * (threads - 1)) << threads << " threads";
+    EXPECT_GT(asked.load(), 0) << threads << " threads";
   }
 }
 

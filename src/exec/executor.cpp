@@ -133,8 +133,9 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
       }
       if (barrier_after) {
         const int ahead = node_begin ? -1 : read_ahead_[i];  // I/O tracing sees each node's own reads
-        pool_.barrier(ahead < 0 ? std::span<const uint8_t>{}
-                                : first_weight_bytes(nodes[ahead], ith, nth, kReadAheadBytes));
+        pool_.barrier([&] {
+          return ahead < 0 ? std::span<const uint8_t>{} : first_weight_bytes(nodes[ahead], ith, nth, kReadAheadBytes);
+        });
         tick_fresh = false;
       }
       if (node_done) {

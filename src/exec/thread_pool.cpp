@@ -119,14 +119,14 @@ void ThreadPool::worker_loop(int ith) {
   }
 }
 
-void ThreadPool::barrier(std::span<const uint8_t> ahead) {
-  if (n_threads_ == 1) return;
-  uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
-  if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
-    barrier_count_.store(0, std::memory_order_relaxed);
-    barrier_phase_.fetch_add(1, std::memory_order_release);
-    return;
-  }
+bool ThreadPool::arrive() {
+  if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) != n_threads_ - 1) return false;
+  barrier_count_.store(0, std::memory_order_relaxed);
+  barrier_phase_.fetch_add(1, std::memory_order_release);
+  return true;
+}
+
+void ThreadPool::wait_reading(uint32_t phase, std::span<const uint8_t> ahead) {
   auto released = [&] { return barrier_phase_.load(std::memory_order_acquire) != phase || failed(); };
   // Four lines between looks at the barrier: the loads are independent, so they are in flight together.
   constexpr size_t kLine = 64, kLinesPerLook = 4;

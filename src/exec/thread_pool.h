@@ -34,10 +34,20 @@ class ThreadPool {
   void run_async(const std::function<void(int ith)>& fn);
   // Waits for the shares run_async left running; rethrows the first error of that job.
   void wait();
-  // Waits for every thread; throws (ending the caller's share) once fn has thrown on another thread. A thread that
-  // waits reads `ahead` meanwhile, a cache line at a time, until the others arrive: bytes it streams next (the
-  // next product's weights, Executor::run) are then in its caches instead of on their way from memory.
-  void barrier(std::span<const uint8_t> ahead = {});
+  // Waits for every thread; throws (ending the caller's share) once fn has thrown on another thread.
+  void barrier() {
+    barrier([] { return std::span<const uint8_t>{}; });
+  }
+  // barrier(), but a thread that must wait reads the bytes ahead() names meanwhile, a cache line at a time, until
+  // the others arrive: bytes it streams next (the next product's weights, Executor::run) are then in its caches
+  // instead of on their way from memory. ahead() is called only by threads that wait: the last one to arrive
+  // releases the others without it.
+  template <typename Ahead>
+  void barrier(Ahead ahead) {
+    if (n_threads_ == 1) return;
+    const uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
+    if (!arrive()) wait_reading(phase, ahead());
+  }
   // Small integer id of the calling thread within the pool (0 for the caller of run()).
   static int current_thread();
   // Threads 0 and 1 pass a flag back and forth `round_trips` times: the mean time of one round trip in ns (0 with
@@ -50,6 +60,8 @@ class ThreadPool {
   void start(const std::function<void(int)>& fn);  // hands fn to the workers
   void run_share(int ith);                         // fn(ith), recording its exception
   bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool arrive();  // at the barrier; true for the last thread, which has released the others
+  void wait_reading(uint32_t phase, std::span<const uint8_t> ahead);  // until phase ends
 
   int n_threads_;
   std::vector<std::thread> workers_;
