@@ -1,5 +1,6 @@
-// Per-step work of the tracer that scales with the vocabulary: the logit landscape (top-k and entropy of the full
-// softmax) and the readout statistics of the logits. They run between steps, so they add to every generation step.
+// Per-step work that scales with the vocabulary: the tracer's logit landscape (top-k and entropy of the full
+// softmax) and readout statistics of the logits, and the sampler's draw. They run between steps, so they add to
+// every generation step.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 
 #include "model/engine.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "trace/json_line.h"
 #include "trace/trace_file.h"
 #include "tracer/landscape.h"
@@ -32,6 +34,20 @@ void BM_LogitLandscape(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_LogitLandscape)->Arg(512)->Arg(32000)->Arg(151936);
+
+// `run`'s default sampling (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8) with a repetition penalty over 64
+// tokens.
+void BM_Sample(benchmark::State& state) {
+  const std::vector<float> logits = random_logits(state.range(0));
+  SamplingParams p;
+  p.repeat_penalty = 1.1f;
+  p.seed = 1;
+  Sampler sampler(p);
+  for (int i = 0; i < 64; ++i) sampler.accept(static_cast<int32_t>(i * 37 % state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(sampler.sample(logits));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_Sample)->Arg(32000)->Arg(151936);
 
 void BM_ReadoutStats(benchmark::State& state) {
   const std::vector<float> logits = random_logits(state.range(0));

@@ -18,7 +18,7 @@ struct SamplingParams {
   float min_p = 0.05f;          // <= 0: off
   float repeat_penalty = 1.0f;  // 1: off
   int32_t repeat_last_n = 64;
-  uint32_t seed = 0xFFFFFFFF;   // as llama.cpp: the default means "random"; we fix it for reproducibility
+  uint32_t seed = 0xFFFFFFFF;  // as llama.cpp: the default means "random"; we fix it for reproducibility
   // Throws tt::Error naming the parameter when out of range.
   void validate() const;
 };
@@ -41,7 +41,19 @@ class Sampler {
   std::mt19937 rng_;
   std::deque<int32_t> recent_;
   std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<std::pair<float, int32_t>> penalised_;  // distinct recent tokens with their penalised logits
 };
+
+// A candidate token: (logit, token id).
+using Candidate = std::pair<float, int32_t>;
+// The candidates' order: larger logit first, then lower id (a strict total order on non-NaN logits, so the top k
+// are the same whichever way they are found).
+bool ranks_before(const Candidate& a, const Candidate& b);
+// The best `keep` candidates in ranks_before order into `out`: every token at its logit, except those in
+// `penalised` (distinct ids in increasing order), which take the value given there. A token at NaN or -inf (banned)
+// is never a candidate.
+void top_candidates(std::span<const float> logits, std::span<const Candidate> penalised, size_t keep,
+                    std::vector<Candidate>& out);
 
 // Index of the largest value (the first of equal ones).
 int32_t argmax(std::span<const float> values);

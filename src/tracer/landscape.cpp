@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/vocab_clones.h"
+#include "core/vocab_scan.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -166,50 +167,6 @@ TT_AVX512 void distance_sums_avx512(const float* l, size_t n, float m, Landscape
 }
 #endif
 
-constexpr size_t kCandidateBlock = 64;
-
-// The first index in [i, n) whose logit is above threshold (n: none), and the maximum of the logits passed over.
-// Whole blocks of kCandidateBlock (from multiples of it) by their lane-wise maxima, then halving
-// (comparisons to a mask vector compile to lane-by-lane moves); the logits before the first block, the tail and a
-// block whose maximum is above threshold one by one. NaNs are passed over: never above the threshold, and
-// consider() would not keep them either; a NaN lane maximum would hide its successors, so the maxima start at -inf.
-struct Candidate {
-  size_t index;
-  float passed_max;  // -inf when none passed over
-};
-TT_VOCAB_CLONES Candidate next_candidate(const float* l, size_t i, size_t n, float threshold) {
-  float m = -INFINITY;
-  auto one_by_one = [&](size_t end) {
-    for (; i < end; ++i) {
-      if (l[i] > threshold) return true;
-      m = l[i] > m ? l[i] : m;
-    }
-    return false;
-  };
-  if (one_by_one(std::min(n, (i + kCandidateBlock - 1) / kCandidateBlock * kCandidateBlock))) return {i, m};
-  for (; i + kCandidateBlock <= n; i += kCandidateBlock) {
-    // Two 8-lane maxima (a 16-lane vector's selects compile to scalar moves on AVX2).
-    Float8 lo = Float8{} - INFINITY, hi = lo;
-    for (size_t j = 0; j < kCandidateBlock; j += 16) {
-      Float8 x, y;
-      std::memcpy(&x, l + i + j, sizeof(x));
-      std::memcpy(&y, l + i + j + 8, sizeof(y));
-      lo = x > lo ? x : lo;
-      hi = y > hi ? y : hi;
-    }
-    lo = hi > lo ? hi : lo;
-    Float4 a, b;
-    std::memcpy(&a, &lo, sizeof(a));
-    std::memcpy(&b, reinterpret_cast<const char*>(&lo) + sizeof(a), sizeof(b));
-    a = b > a ? b : a;
-    const float block_max = std::max(std::max(a[0], a[1]), std::max(a[2], a[3]));
-    if (block_max > threshold) break;
-    m = block_max > m ? block_max : m;
-  }
-  one_by_one(n);
-  return {i, m};
-}
-
 // The k largest logits by insertion into a sorted list of ids (largest first; equal logits: the one inserted
 // first, i.e. the lower id when ids come in increasing order). NaN ranks below every number: it enters a list that
 // is not full yet, and the next number pushes it out.
@@ -252,7 +209,7 @@ void top_k_pass(std::span<const float> logits, size_t i, size_t end, TopK& top, 
   float m = max_logit;  // in a register: through a reference, every logit would wait for the previous one's store
   while (i < end) {
     if (top.full() && !std::isnan(top.threshold())) {
-      const Candidate c = next_candidate(logits.data(), i, end, top.threshold());
+      const VocabHit c = next_above(logits.data(), i, end, top.threshold());
       m = c.passed_max > m ? c.passed_max : m;
       i = c.index;
       if (i == end) break;
