@@ -36,12 +36,11 @@ void Executor::plan(const Graph& g) {
     }
     last = static_cast<int>(i);
   }
-  // Without residency_ only: its weights may not be resident before acquire().
   read_ahead_.assign(nodes.size(), -1);
   int next_split = -1;
   for (size_t i = nodes.size(); i-- > 0;) {
     if (plan_[i] & kBarrierAfter) read_ahead_[i] = next_split;
-    if ((plan_[i] & kSplit) && !residency_)
+    if (plan_[i] & kSplit)
       next_split = nodes[i].src[0] && nodes[i].src[0]->storage().pool == Pool::MODEL_FILE ? static_cast<int>(i) : -1;
   }
   thread_scratch_stride_ = (thread_bytes + 63) / 64 * 64;  // a cache line apart: no false sharing
@@ -60,6 +59,9 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
 #endif
   const bool node_done = observer && observer->wants_node_done();
   const bool node_begin = observer && observer->wants_node_begin();
+  // Off where each node's own reads are what is studied (I/O tracing, prefetching) and under residency_, whose
+  // weights may not be resident before acquire().
+  const bool read_ahead = !node_begin && !residency_;
   plan(g);
   if (residency_) residency_->check(g);
   chunk_counters_[0].store(0, std::memory_order_relaxed);
@@ -132,7 +134,7 @@ void Executor::run(Graph& g, uint8_t* scratch, ExecObserver* observer) {
         ++executed;
       }
       if (barrier_after) {
-        const int ahead = node_begin ? -1 : read_ahead_[i];  // I/O tracing sees each node's own reads
+        const int ahead = read_ahead ? read_ahead_[i] : -1;
         pool_.barrier([&] {
           return ahead < 0 ? std::span<const uint8_t>{} : first_weight_bytes(nodes[ahead], ith, nth, kReadAheadBytes);
         });

@@ -28,6 +28,9 @@ void for_each_chunk(const ComputeContext& ctx, int64_t n_chunks, F f) {
 // last chunks then cost a few microseconds, not tens).
 ShrinkingChunks shrinking_chunks(int64_t n, int nth) { return {n, nth, std::min<int64_t>(n / 64, 8)}; }
 
+// MUL_MAT's units of work: tiles of 16 output rows (a tile of grouped rows is one group).
+int64_t row_tiles(int64_t rows) { return (rows + kRowGroup - 1) / kRowGroup; }
+
 // f(begin, end) for this thread's chunks of n units (ShrinkingChunks; without a shared counter, every nth chunk).
 template <typename F>
 void for_each_shrinking_chunk(const ComputeContext& ctx, int64_t n, F f) {
@@ -206,9 +209,8 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
   // Output rows in chunks of whole 16-row tiles, shrinking as the rows run out (ShrinkingChunks): a thread the
   // machine slows down takes fewer instead of holding the others at the barrier. Every output is computed the same
   // way whichever thread takes it.
-  constexpr int64_t kRowTile = kRowGroup, kTokTile = 64;  // a tile of grouped rows is one group
-  const int64_t tiles = (N + kRowTile - 1) / kRowTile;    // as first_weight_bytes counts them
-  for_each_shrinking_chunk(ctx, tiles, [&](int64_t tile_begin, int64_t tile_end) {
+  constexpr int64_t kRowTile = kRowGroup, kTokTile = 64;
+  for_each_shrinking_chunk(ctx, row_tiles(N), [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t rows_begin = tile_begin * kRowTile, rows_end = std::min(N, tile_end * kRowTile);
     if (M == 1) {
       dot_for(0).run_tile(K, rows_end - rows_begin, 1, w.data + rows_begin * w_row, w_row, y, y_row, dst + rows_begin,
@@ -238,8 +240,8 @@ void mul_mat(const Node& n, const ComputeContext& ctx) {
 std::span<const uint8_t> first_weight_bytes(const Node& n, int ith, int nth, size_t max_bytes) {
   if (n.op != OpKind::MUL_MAT || nth < 2) return {};
   const Tensor& w = *n.src[0];
-  const int64_t N = w.ne[1], tiles = (N + kRowGroup - 1) / kRowGroup;
-  const Range r = shrinking_chunks(tiles, nth).chunk(ith);  // mul_mat's chunk ith: thread ith's first
+  const int64_t N = w.ne[1];
+  const Range r = shrinking_chunks(row_tiles(N), nth).chunk(ith);  // mul_mat's chunk ith: thread ith's first
   const uint64_t begin = static_cast<uint64_t>(std::min(N, r.begin * kRowGroup)) * w.row_size();
   const uint64_t end = static_cast<uint64_t>(std::min(N, r.end * kRowGroup)) * w.row_size();
   return {w.data + begin, std::min<size_t>(end - begin, max_bytes)};
@@ -325,7 +327,7 @@ void mul_mat_id(const Node& n, const ComputeContext& ctx) {
   const DotKernel& dot = w.rows_grouped ? k->row_groups->single : mul_mat_id_dot(*k, w, ctx.llamacpp_build);
   const uint64_t w_row = w.row_size(), slab = w.slab_stride();
   constexpr int64_t kRowTile = kRowGroup;
-  const int64_t tiles = (N + kRowTile - 1) / kRowTile;
+  const int64_t tiles = row_tiles(N);
   float* dst = n.out->as<float>();
   auto token_row = [&](int32_t pair) { return y + (pair / slots * x_slots + pair % slots % x_slots) * y_row; };
   // An expert's tokens' rows gathered side by side (once per expert and thread), so a unit is one tile call over all

@@ -96,10 +96,7 @@ void top_candidates(std::span<const float> logits, std::span<const Candidate> pe
   };
   const size_t n = logits.size();
   // Above the value just below at_least: at least at_least (above -inf while nothing is kept: every number).
-  auto next = [&](size_t i) {
-    return next_above(logits.data(), i, n, at_least == -INFINITY ? at_least : std::nextafter(at_least, -INFINITY))
-        .index;
-  };
+  auto next = [&](size_t i) { return next_above(logits.data(), i, n, std::nextafter(at_least, -INFINITY)).index; };
   for (size_t i = next(0); i < n; i = next(i + 1)) {
     const int32_t id = static_cast<int32_t>(i);
     if (is_penalised(id)) continue;
@@ -123,13 +120,16 @@ SampleResult Sampler::sample(std::span<const float> logits) {
   // penalties sampler: divide positive logits, multiply negative ones).
   penalised_.clear();
   if (params_.repeat_penalty != 1.0f)
-    for (int32_t t : recent_) {
-      if (t < 0 || t >= n || std::any_of(penalised_.begin(), penalised_.end(), [&](auto& c) { return c.second == t; }))
-        continue;
-      const float l = logits[t];
-      penalised_.push_back({l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty, t});
-    }
-  std::sort(penalised_.begin(), penalised_.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (int32_t t : recent_)
+      if (t >= 0 && t < n) {
+        const float l = logits[t];
+        penalised_.push_back({l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty, t});
+      }
+  auto by_id = [](const Candidate& a, const Candidate& b) { return a.second < b.second; };
+  std::sort(penalised_.begin(), penalised_.end(), by_id);
+  penalised_.erase(std::unique(penalised_.begin(), penalised_.end(),
+                               [](const Candidate& a, const Candidate& b) { return a.second == b.second; }),
+                   penalised_.end());
   // Greedy with a penalty is a top-1; otherwise top-k (all of them when off).
   size_t keep = static_cast<size_t>(n);
   if (params_.temperature <= 0.0f)

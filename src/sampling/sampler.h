@@ -23,6 +23,9 @@ struct SamplingParams {
   void validate() const;
 };
 
+// A candidate token: (logit, token id).
+using Candidate = std::pair<float, int32_t>;
+
 struct SampleResult {
   int32_t token = -1;
   float probability = 0.0f;  // of the chosen token under the final (truncated, tempered) distribution
@@ -40,12 +43,10 @@ class Sampler {
   SamplingParams params_;
   std::mt19937 rng_;
   std::deque<int32_t> recent_;
-  std::vector<std::pair<float, int32_t>> candidates_;
-  std::vector<std::pair<float, int32_t>> penalised_;  // distinct recent tokens with their penalised logits
+  std::vector<Candidate> candidates_;
+  std::vector<Candidate> penalised_;  // distinct recent tokens with their penalised logits, by id
 };
 
-// A candidate token: (logit, token id).
-using Candidate = std::pair<float, int32_t>;
 // The candidates' order: larger logit first, then lower id (a strict total order on non-NaN logits, so the top k
 // are the same whichever way they are found).
 bool ranks_before(const Candidate& a, const Candidate& b);
